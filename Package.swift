@@ -1,0 +1,155 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Dependencies point one way:
+//   PGPushCore ← PGPushAPNs / PGPushSimulator / PGPushStore ← PGPushDispatcher ← pgpush (PGPushCLI)
+// The core imports neither NIO nor PostgresNIO.
+
+let package = Package(
+    name: "pgpush",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "pgpush", targets: ["PGPushCLI"]),
+        .library(name: "PGPushCore", targets: ["PGPushCore"]),
+        .library(name: "PGPushAPNs", targets: ["PGPushAPNs"]),
+        .library(name: "PGPushSimulator", targets: ["PGPushSimulator"]),
+        .library(name: "PGPushStore", targets: ["PGPushStore"]),
+        .library(name: "PGPushDispatcher", targets: ["PGPushDispatcher"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        // The simulator mints its own CA and server certificate; swift-certificates does X.509 properly.
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        .target(
+            name: "PGPushCore",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .target(
+            name: "PGPushAPNs",
+            dependencies: [
+                "PGPushCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "PGPushSimulator",
+            dependencies: [
+                "PGPushCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "PGPushStore",
+            dependencies: [
+                "PGPushCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: []
+        ),
+        .target(
+            name: "PGPushDispatcher",
+            dependencies: [
+                "PGPushCore",
+                "PGPushAPNs",
+                "PGPushStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "PGPushCLI",
+            dependencies: [
+                "PGPushCore",
+                "PGPushAPNs",
+                "PGPushSimulator",
+                "PGPushStore",
+                "PGPushDispatcher",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "PGPushTestSupport",
+            dependencies: [
+                "PGPushCore",
+                "PGPushStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/PGPushTestSupport"
+        ),
+        .testTarget(name: "PGPushCoreTests", dependencies: ["PGPushCore"]),
+        .testTarget(
+            name: "PGPushAPNsTests",
+            dependencies: [
+                "PGPushCore", "PGPushAPNs", "PGPushSimulator",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "PGPushStoreTests",
+            dependencies: [
+                "PGPushCore", "PGPushStore", "PGPushTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "PGPushDispatcherTests",
+            dependencies: [
+                "PGPushCore", "PGPushAPNs", "PGPushSimulator", "PGPushStore", "PGPushDispatcher", "PGPushTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "PGPushCLITests",
+            dependencies: [
+                "PGPushCore", "PGPushStore", "PGPushTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+    ]
+)

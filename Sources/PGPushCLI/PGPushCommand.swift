@@ -1,0 +1,9 @@
+import ArgumentParser
+
+@main
+struct PGPushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pgpush",
+        abstract: "Bulk push dispatcher: PostgreSQL queue, APNs over HTTP/2."
+    )
+}

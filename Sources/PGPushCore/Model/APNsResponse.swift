@@ -1,0 +1,49 @@
+import struct Foundation.UUID
+
+/// An HTTP response that APNs sent for one request.
+public struct APNsResponse: Sendable, Hashable {
+    /// The `:status` pseudo-header.
+    public var status: Int
+    /// `reason` from the JSON error body; `nil` on success.
+    public var reason: String?
+    /// `timestamp` from a 410 body: milliseconds since the UNIX epoch when APNs last knew the token was valid.
+    public var timestampMilliseconds: Int64?
+    /// The `apns-id` response header.
+    public var apnsID: UUID?
+
+    public init(status: Int, reason: String? = nil, timestampMilliseconds: Int64? = nil, apnsID: UUID? = nil) {
+        self.status = status
+        self.reason = reason
+        self.timestampMilliseconds = timestampMilliseconds
+        self.apnsID = apnsID
+    }
+}
+
+/// Why a request ended without an HTTP response. Each case says whether APNs may have processed it.
+public enum APNsNoResponseReason: Sendable, Hashable {
+    /// The stream id was above a GOAWAY's last-stream-id: APNs did not process it. `debugReason` is the
+    /// JSON `reason` from the GOAWAY debug data, when there was one.
+    case goAwayNotProcessed(debugReason: String?)
+    /// The server reset the stream with REFUSED_STREAM: not processed.
+    case refusedStream
+    /// The stream or connection closed before a response with `:status` arrived: outcome unknown.
+    case connectionClosed
+    /// A response arrived without a `:status` pseudo-header.
+    case missingStatus
+    /// The request's deadline passed before a response arrived: outcome unknown.
+    case timeout
+    /// No connection could be established (TLS, DNS, refused); the request was never written.
+    case connectFailed(detail: String)
+}
+
+/// The result of sending one request: a response, or the reason none came.
+public enum APNsOutcome: Sendable, Hashable {
+    case response(APNsResponse)
+    case noResponse(APNsNoResponseReason)
+
+    /// The HTTP status to record, 0 when no response ever came.
+    public var status: Int {
+        if case .response(let response) = self { return response.status }
+        return 0
+    }
+}
