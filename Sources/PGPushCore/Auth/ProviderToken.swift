@@ -1,0 +1,31 @@
+import struct Foundation.Date
+import struct Foundation.TimeInterval
+
+/// A signed APNs provider token (JWT ES256) for one (team id, key id).
+///
+/// `description` never shows the JWT: it is a bearer credential.
+public struct ProviderToken: Sendable, Hashable, CustomStringConvertible {
+    /// The compact JWT sent as `authorization: bearer <jwt>`.
+    public let jwt: String
+    /// The `iat` claim. Whole seconds, because that is what APNs sees.
+    public let issuedAt: Date
+    public let teamID: String
+    public let keyID: String
+
+    /// Wraps an existing JWT, e.g. one shared by another worker through the database.
+    public init(jwt: String, issuedAt: Date, teamID: String, keyID: String) {
+        self.jwt = jwt
+        self.issuedAt = issuedAt
+        self.teamID = teamID
+        self.keyID = keyID
+    }
+
+    /// How old the token is at `now`, in seconds. Negative if `now` is before `issuedAt`.
+    public func age(at now: Date) -> TimeInterval {
+        now.timeIntervalSince(issuedAt)
+    }
+
+    public var description: String {
+        "ProviderToken(team: \(teamID), key: \(keyID), iat: \(Int64(issuedAt.timeIntervalSince1970)))"
+    }
+}

@@ -1,0 +1,58 @@
+import struct Foundation.Date
+
+/// Where the transport gets provider tokens from. One source per (team id, key id), shared by every
+/// connection that uses that key.
+public protocol ProviderTokenSource: Sendable {
+    /// A token valid for use now.
+    func currentToken() async throws -> ProviderToken
+    /// Tells the source that APNs rejected `token` with `reason` (e.g. `ExpiredProviderToken`).
+    func reportRejected(_ token: ProviderToken, reason: String) async
+}
+
+/// A provider-token source for one process: mints once, caches, and refreshes per ``ProviderTokenRefreshPolicy``.
+///
+/// Signing does not suspend, so concurrent callers of ``currentToken()`` never mint twice.
+/// A fleet of workers should share one token through the database instead, so N processes do not mint N tokens.
+public actor LocalProviderTokenSource: ProviderTokenSource {
+    private let signer: ProviderTokenSigner
+    private let policy: ProviderTokenRefreshPolicy
+    private let clock: any WallClock
+    private var cached: ProviderToken?
+    private var rejectedAsExpired = false
+
+    /// How many tokens this source has minted; for metrics and tests.
+    public private(set) var mintCount = 0
+
+    public init(
+        signer: ProviderTokenSigner,
+        policy: ProviderTokenRefreshPolicy = ProviderTokenRefreshPolicy(),
+        clock: any WallClock = SystemWallClock()
+    ) {
+        self.signer = signer
+        self.policy = policy
+        self.clock = clock
+    }
+
+    public func currentToken() async throws -> ProviderToken {
+        let now = clock.now()
+        if let cached {
+            let expiredAndReplaceable = rejectedAsExpired && policy.mayReplace(cached, now: now)
+            if !policy.needsRefresh(cached, now: now) && !expiredAndReplaceable {
+                return cached
+            }
+        }
+        let token = try signer.sign(issuedAt: now)
+        cached = token
+        rejectedAsExpired = false
+        mintCount += 1
+        return token
+    }
+
+    /// `ExpiredProviderToken` for the cached token makes the next ``currentToken()`` mint a new one,
+    /// as soon as ``ProviderTokenRefreshPolicy/mayReplace(_:now:)`` allows. Reports about a token that
+    /// was already replaced, and other reasons (credential errors, which a new token cannot fix), are ignored.
+    public func reportRejected(_ token: ProviderToken, reason: String) async {
+        guard reason == "ExpiredProviderToken", token == cached else { return }
+        rejectedAsExpired = true
+    }
+}

@@ -1,0 +1,50 @@
+/// An AIMD limit on in-flight requests: halve on overload (429, 503), grow back by about one per
+/// window of successes, like TCP congestion avoidance. Pure; the caller passes the time.
+public struct AdaptiveConcurrency: Sendable {
+    public typealias Instant = ContinuousClock.Instant
+
+    public let minimum: Int
+    public let maximum: Int
+    /// The factor applied on overload, in (0, 1).
+    public let decreaseFactor: Double
+    /// Overloads within this interval after a decrease count as the same event: one burst of 429s
+    /// from a thousand in-flight streams must not collapse the limit to the minimum.
+    public let coolDown: Duration
+    private var window: Double
+    private var lastDecrease: Instant?
+
+    /// The current limit, between ``minimum`` and ``maximum``.
+    public var limit: Int { Int(window) }
+
+    public init(
+        initial: Int? = nil,
+        minimum: Int = 1,
+        maximum: Int = 1000,
+        decreaseFactor: Double = 0.5,
+        coolDown: Duration = .seconds(1)
+    ) {
+        self.minimum = max(1, minimum)
+        self.maximum = max(self.minimum, maximum)
+        self.decreaseFactor = min(max(decreaseFactor, 0.01), 0.99)
+        self.coolDown = coolDown
+        self.window = Double(min(max(initial ?? self.maximum, self.minimum), self.maximum))
+    }
+
+    /// Records a 429 or 503. Decreases the limit multiplicatively unless a decrease happened less than
+    /// ``coolDown`` ago.
+    /// - Returns: whether the limit was decreased.
+    @discardableResult
+    public mutating func recordOverload(now: Instant = .now) -> Bool {
+        if let lastDecrease, lastDecrease.duration(to: now) < coolDown {
+            return false
+        }
+        lastDecrease = now
+        window = max(Double(minimum), (window * decreaseFactor).rounded(.down))
+        return true
+    }
+
+    /// Records a success: the limit grows by 1/limit, so by about one per full window of successes.
+    public mutating func recordSuccess() {
+        window = min(Double(maximum), window + 1 / window)
+    }
+}
