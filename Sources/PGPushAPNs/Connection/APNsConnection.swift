@@ -1,0 +1,119 @@
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import PGPushCore
+
+/// One TLS + HTTP/2 channel to APNs. It only moves bytes: the pool decides, through the connection's
+/// ``APNsConnectionStateMachine``, when a stream may open and what a stream's end means.
+final class APNsConnection: Sendable {
+    let id: Int
+    let channel: any Channel
+    private let multiplexer: NIOHTTP2Handler.StreamMultiplexer
+
+    var eventLoop: any EventLoop { channel.eventLoop }
+
+    private init(id: Int, channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer) {
+        self.id = id
+        self.channel = channel
+        self.multiplexer = multiplexer
+    }
+
+    /// Opens TCP, then TLS (ALPN h2, full verification), then HTTP/2. Returns once TCP is up; the
+    /// handshake and the server's SETTINGS follow as events through `onEvent`.
+    static func connect(
+        id: Int,
+        endpoint: APNsEndpoint,
+        sslContext: NIOSSLContext,
+        eventLoop: any EventLoop,
+        connectTimeout: Duration,
+        onEvent: @escaping @Sendable (APNsConnectionEvent) -> Void
+    ) async throws -> APNsConnection {
+        // For an IP literal no SNI is sent and the certificate is checked against the IP SAN.
+        let serverHostname: String? = endpoint.hostIsIPAddress ? nil : endpoint.host
+        let connectionSettings: [HTTP2Setting] = [
+            HTTP2Setting(parameter: .enablePush, value: 0),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
+        ]
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(.nanoseconds(connectTimeout.nanosecondsInt64))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                    var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
+                    connectionConfiguration.initialSettings = connectionSettings
+                    _ = try sync.configureHTTP2Pipeline(
+                        mode: .client,
+                        connectionConfiguration: connectionConfiguration,
+                        streamConfiguration: NIOHTTP2Handler.StreamConfiguration()
+                    ) { pushed in
+                        // Server push is disabled; refuse anything that arrives anyway.
+                        pushed.close()
+                    }
+                    try sync.addHandler(APNsConnectionObserver(onEvent: onEvent))
+                }
+            }
+        let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
+        let multiplexer = try await channel.eventLoop.submit {
+            try channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer()
+        }.get()
+        return APNsConnection(id: id, channel: channel, multiplexer: multiplexer)
+    }
+
+    /// Opens a stream and writes the request; `onResult` runs on the event loop exactly once.
+    /// The caller has already reserved a stream slot.
+    func startStream(
+        headers: HPACKHeaders,
+        body: [UInt8],
+        timeout: TimeAmount,
+        maximumBodyBytes: Int,
+        onResult: @escaping @Sendable (APNsStreamResult) -> Void
+    ) {
+        let eventLoop = self.eventLoop
+        // The handler reports synchronously from inside NIO's frame processing; a GOAWAY that dropped the
+        // stream is only seen by the observer after that. Deferring one tick lets the state machine learn
+        // about the GOAWAY first, so the stream is labelled "not processed" correctly.
+        let deferred: @Sendable (APNsStreamResult) -> Void = { result in
+            eventLoop.execute { onResult(result) }
+        }
+        let multiplexer = self.multiplexer
+        eventLoop.execute {
+            let promise = eventLoop.makePromise(of: Channel.self)
+            let handlerBox = NIOLoopBound(
+                APNsStreamHandler(
+                    headers: headers,
+                    body: body,
+                    timeout: timeout,
+                    maximumBodyBytes: maximumBodyBytes,
+                    onComplete: deferred
+                ),
+                eventLoop: eventLoop
+            )
+            multiplexer.createStreamChannel(promise: promise) { streamChannel in
+                streamChannel.eventLoop.makeCompletedFuture {
+                    try streamChannel.pipeline.syncOperations.addHandler(handlerBox.value)
+                }
+            }
+            promise.futureResult.whenFailure { _ in
+                // The stream never opened (the connection closed or is closing). The handler reports at most
+                // once, whether or not it was ever added to a pipeline.
+                handlerBox.value.failBeforeStart()
+            }
+        }
+    }
+
+    func sendPing(_ payload: UInt64) {
+        channel.writeAndFlush(
+            HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: payload), ack: false)),
+            promise: nil
+        )
+    }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+}

@@ -1,0 +1,222 @@
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PGPushCore
+import ServiceLifecycle
+import Synchronization
+
+/// A pool of long-lived HTTP/2 connections to APNs for one credential.
+///
+/// ``run()`` keeps ``APNsClientConfiguration/connectionsPerPool`` connections open and replaces dead or
+/// draining ones with backoff. ``send(_:)`` waits for a free stream slot (callers are the only queue: there
+/// is no internal buffer), writes the request and returns its outcome. Streams per connection never exceed
+/// the server's live `SETTINGS_MAX_CONCURRENT_STREAMS` (nor the client cap, nor 1 before the first success
+/// with token authentication).
+public final class APNsConnectionPool: Service, Sendable {
+    let configuration: APNsClientConfiguration
+    let credentials: APNsCredentials
+    let eventLoopGroup: any EventLoopGroup
+    let logger: Logger
+    let sslContext: NIOSSLContext
+    private let authority: String
+    private let requestTimeout: TimeAmount
+    let state = Mutex(APNsPoolState())
+
+    /// - Throws: ``PGPushError`` if the TLS context cannot be built (unreadable trust roots, a certificate
+    ///   and key that do not match).
+    public init(
+        configuration: APNsClientConfiguration,
+        credentials: APNsCredentials,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger
+    ) throws {
+        self.configuration = configuration
+        self.credentials = credentials
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+        self.sslContext = try APNsTLSContext.make(configuration: configuration, credentials: credentials)
+        self.authority = configuration.endpoint.authority
+        self.requestTimeout = .nanoseconds(configuration.requestTimeout.nanosecondsInt64)
+    }
+
+    /// The current counters and limits.
+    public var statistics: APNsPoolStatistics {
+        state.withLock { $0.snapshot() }
+    }
+
+    // MARK: - Sending
+
+    /// Sends one notification and returns what APNs answered, or why no answer came. Never throws.
+    ///
+    /// With token authentication the current JWT is taken from the ``ProviderTokenSource`` for every
+    /// request (the source caches it), and a `403 ExpiredProviderToken` is reported back to the source.
+    /// Cancelling a caller that still waits for a stream slot removes it from the queue.
+    public func send(_ request: APNsRequest) async -> APNsOutcome {
+        var token: ProviderToken?
+        if case .token(let source) = credentials {
+            do {
+                token = try await source.currentToken()
+            } catch {
+                return .noResponse(.connectFailed(detail: "no provider token: \(error)"))
+            }
+        }
+
+        let lease: APNsStreamLease
+        switch await acquireSlot() {
+        case .granted(let granted): lease = granted
+        case .failed(let reason): return .noResponse(reason)
+        }
+
+        let headers = APNsRequestHeaders.make(for: request, authority: authority, bearerToken: token?.jwt)
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<APNsOutcome, Never>) in
+            lease.connection.startStream(
+                headers: headers,
+                body: request.payload,
+                timeout: requestTimeout,
+                maximumBodyBytes: configuration.maximumResponseBodyBytes
+            ) { result in
+                continuation.resume(returning: self.streamFinished(lease.connectionID, result))
+            }
+        }
+
+        if case .response(let response) = outcome, response.status == 403, let reason = response.reason,
+            let token, case .token(let source) = credentials
+        {
+            await source.reportRejected(token, reason: reason)
+        }
+        return outcome
+    }
+
+    private func acquireSlot() async -> APNsSlotGrant {
+        let fast: Result<APNsSlotGrant, Never>? = state.withLock { state in
+            state.acquireImmediately().map { .success($0) }
+        }
+        if case .success(let grant) = fast { return grant }
+
+        let waiterID = state.withLock { state in
+            let id = state.makeID()
+            state.waiters[id] = .reserved
+            return id
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<APNsSlotGrant, Never>) in
+                let immediate = state.withLock { $0.enqueueWaiter(waiterID, continuation) }
+                if let immediate { continuation.resume(returning: immediate) }
+            }
+        } onCancel: {
+            var effects = APNsPoolEffects()
+            state.withLock { $0.cancelWaiter(waiterID, effects: &effects) }
+            perform(effects)
+        }
+    }
+
+    /// Runs on the connection's event loop when a stream ends: frees the slot, interprets the end, and
+    /// hands the slot on.
+    private func streamFinished(_ connectionID: Int, _ result: APNsStreamResult) -> APNsOutcome {
+        var effects = APNsPoolEffects()
+        let outcome: APNsOutcome = state.withLock { state in
+            guard var entry = state.entries[connectionID] else {
+                return .noResponse(.connectionClosed)
+            }
+            let outcome: APNsOutcome
+            switch result {
+            case .response(let response):
+                outcome = .response(response)
+            case .timedOut:
+                outcome = .noResponse(.timeout)
+            case .closed(let streamID, let resetCode, let sawHeadersWithoutStatus):
+                outcome = sawHeadersWithoutStatus
+                    ? .noResponse(.missingStatus)
+                    : .noResponse(entry.machine.noResponseReason(streamID: streamID, resetCode: resetCode))
+            }
+            let completed = entry.machine.streamCompleted(status: outcome.status == 0 ? nil : outcome.status)
+            var retire = APNsConnectionStateMachine.Action.none
+            if case .response(let response) = outcome, let reason = response.reason,
+                APNsConnectionBoundReasons.retireConnection.contains(reason)
+            {
+                retire = entry.machine.retire(.response(reason: reason))
+            }
+            state.entries[connectionID] = entry
+            state.apply(completed, to: connectionID, effects: &effects)
+            state.apply(retire, to: connectionID, effects: &effects)
+            state.removeIfFinished(connectionID, effects: &effects)
+            state.grantWaiters(effects: &effects)
+            return outcome
+        }
+        perform(effects)
+        return outcome
+    }
+
+    // MARK: - Connection events
+
+    func handle(_ event: APNsConnectionEvent, connectionID: Int) {
+        var effects = APNsPoolEffects()
+        state.withLock { state in
+            guard var entry = state.entries[connectionID] else { return }
+            var action = APNsConnectionStateMachine.Action.none
+            switch event {
+            case .settings(let maxConcurrentStreams):
+                action = entry.machine.settingsReceived(maxConcurrentStreams: maxConcurrentStreams)
+                if entry.machine.isReady, !entry.readySignalled {
+                    entry.readySignalled = true
+                    effects.readySucceeded.append(entry.ready)
+                    state.lastConnectFailure = nil
+                }
+            case .goAway(let lastStreamID, let errorCode, let debugData):
+                state.statistics.goAwaysReceived += 1
+                action = entry.machine.goAwayReceived(lastStreamID: lastStreamID, errorCode: errorCode, debugData: debugData)
+                logger.info(
+                    "APNs connection received GOAWAY",
+                    metadata: [
+                        "connection": "\(connectionID)", "lastStreamID": "\(lastStreamID)", "errorCode": "\(errorCode)",
+                        "reason": "\(entry.machine.goAwayDebugReason ?? "-")",
+                    ]
+                )
+            case .pingAck(let payload):
+                entry.machine.pingAckReceived(payload)
+            case .closed(let error):
+                action = entry.machine.channelClosed()
+                if !entry.readySignalled {
+                    entry.readySignalled = true
+                    effects.readyFailed.append((entry.ready, error ?? "connection closed before HTTP/2 was ready"))
+                }
+            }
+            state.entries[connectionID] = entry
+            state.apply(action, to: connectionID, effects: &effects)
+            state.removeIfFinished(connectionID, effects: &effects)
+            state.grantWaiters(effects: &effects)
+        }
+        perform(effects)
+    }
+
+    func pingDue(_ connectionID: Int) {
+        var effects = APNsPoolEffects()
+        state.withLock { state in
+            guard state.entries[connectionID] != nil else { return }
+            let action = state.entries[connectionID]!.machine.pingDue()
+            state.apply(action, to: connectionID, effects: &effects)
+        }
+        perform(effects)
+    }
+
+    private func pingTimedOut(_ connectionID: Int, _ payload: UInt64) {
+        var effects = APNsPoolEffects()
+        state.withLock { state in
+            guard state.entries[connectionID] != nil else { return }
+            let action = state.entries[connectionID]!.machine.pingTimeoutFired(payload)
+            state.apply(action, to: connectionID, effects: &effects)
+            state.grantWaiters(effects: &effects)
+        }
+        if !effects.close.isEmpty {
+            logger.warning("APNs connection did not answer PING; replacing it", metadata: ["connection": "\(connectionID)"])
+        }
+        perform(effects)
+    }
+
+    func perform(_ effects: APNsPoolEffects) {
+        effects.perform(pingTimeout: .nanoseconds(configuration.pingTimeout.nanosecondsInt64)) { id, payload in
+            self.pingTimedOut(id, payload)
+        }
+    }
+}
