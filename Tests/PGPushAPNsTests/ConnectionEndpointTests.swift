@@ -1,0 +1,91 @@
+import Foundation
+import PGPushCore
+import Testing
+
+@testable import PGPushAPNs
+
+@Suite("APNs endpoint and configuration")
+struct ConnectionEndpointTests {
+    @Test func parsesLoopbackURLs() throws {
+        let ip = try APNsEndpoint(url: "https://127.0.0.1:2197")
+        #expect(ip.host == "127.0.0.1")
+        #expect(ip.port == 2197)
+        #expect(ip.hostIsIPAddress)
+        #expect(ip.authority == "127.0.0.1:2197")
+
+        let name = try APNsEndpoint(url: "https://localhost:8443/")
+        #expect(name.host == "localhost")
+        #expect(name.port == 8443)
+        #expect(!name.hostIsIPAddress)
+
+        let v6 = try APNsEndpoint(url: "https://[::1]:9000")
+        #expect(v6.host == "::1")
+        #expect(v6.hostIsIPAddress)
+        #expect(v6.authority == "[::1]:9000")
+    }
+
+    @Test func defaultsToPort443() throws {
+        let endpoint = try APNsEndpoint(url: "https://api.sandbox.push.apple.com")
+        #expect(endpoint == .sandbox)
+        #expect(endpoint.authority == "api.sandbox.push.apple.com")
+        #expect(APNsEndpoint.apple(.production, port: 2197).port == 2197)
+    }
+
+    @Test(arguments: ["http://127.0.0.1:80", "https://", "https://host:notaport", "https://host:70000", "https://h/3/device"])
+    func rejectsMalformedURLs(_ url: String) {
+        #expect(throws: PGPushError.self) { try APNsEndpoint(url: url) }
+    }
+
+    @Test func configurationDefaults() {
+        let configuration = APNsClientConfiguration()
+        #expect(configuration.connectionsPerPool == 2)
+        #expect(configuration.requestTimeout == .seconds(15))
+        #expect(configuration.maximumStreamsPerConnectionCap == 1000)
+        #expect(configuration.endpoint == .production)
+    }
+
+    @Test func backoffIsJitteredWithinBounds() {
+        let backoff = ReconnectBackoff(minimum: .milliseconds(100), maximum: .seconds(30))
+        var generator = SystemRandomNumberGenerator()
+        for failures in 0..<40 {
+            let delay = backoff.delay(afterFailures: failures, using: &generator)
+            #expect(delay >= .milliseconds(100))
+            #expect(delay <= .seconds(30))
+        }
+        #expect(backoff.delay(afterFailures: 0, using: &generator) == .milliseconds(100))
+    }
+
+    @Test func requestHeadersCarryEveryField() throws {
+        let request = APNsRequest(
+            deviceToken: String(repeating: "ab", count: 32),
+            topic: "com.example.app",
+            pushType: .background,
+            priority: .powerAware,
+            expiration: 0,
+            collapseID: "c1",
+            apnsID: UUID(uuidString: "6F1C1A3E-8E5B-4B8A-9C1D-2E3F4A5B6C7D")!,
+            payload: Array(#"{"aps":{}}"#.utf8)
+        )
+        let headers = APNsRequestHeaders.make(for: request, authority: "127.0.0.1:2197", bearerToken: "jwt")
+        #expect(headers.first(name: ":method") == "POST")
+        #expect(headers.first(name: ":path") == "/3/device/" + String(repeating: "ab", count: 32))
+        #expect(headers.first(name: ":authority") == "127.0.0.1:2197")
+        #expect(headers.first(name: "authorization") == "bearer jwt")
+        #expect(headers.first(name: "apns-push-type") == "background")
+        #expect(headers.first(name: "apns-priority") == "5")
+        #expect(headers.first(name: "apns-expiration") == "0")
+        #expect(headers.first(name: "apns-collapse-id") == "c1")
+        #expect(headers.first(name: "apns-id") == "6f1c1a3e-8e5b-4b8a-9c1d-2e3f4a5b6c7d")
+        #expect(headers.first(name: "content-length") == "10")
+
+        var bare = request
+        bare.priority = nil
+        bare.expiration = nil
+        bare.collapseID = nil
+        let bareHeaders = APNsRequestHeaders.make(for: bare, authority: "a", bearerToken: nil)
+        #expect(bareHeaders.first(name: "authorization") == nil)
+        #expect(bareHeaders.first(name: "apns-priority") == nil)
+        #expect(bareHeaders.first(name: "apns-expiration") == nil)
+        #expect(bareHeaders.first(name: "apns-collapse-id") == nil)
+    }
+}
