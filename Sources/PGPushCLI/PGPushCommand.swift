@@ -4,6 +4,9 @@ import ArgumentParser
 struct PGPushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pgpush",
-        abstract: "Bulk push dispatcher: PostgreSQL queue, APNs over HTTP/2."
+        abstract: "Bulk push dispatcher: PostgreSQL queue, APNs over HTTP/2.",
+        subcommands: [
+            BenchCommand.self,
+        ]
     )
 }

@@ -1,0 +1,10 @@
+import ArgumentParser
+
+/// `pgpush bench …`: bounded load generators for measuring pgpush's parts.
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure pgpush components under load.",
+        subcommands: [BenchTransportCommand.self]
+    )
+}

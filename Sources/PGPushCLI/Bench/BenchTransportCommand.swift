@@ -1,0 +1,231 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PGPushAPNs
+import PGPushCore
+import Synchronization
+
+/// `pgpush bench transport`: sends N notifications through an ``APNsConnectionPool`` and reports throughput,
+/// latency percentiles, outcomes by reason and peak memory. Bounded by `--count` and `--timeout`.
+struct BenchTransportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "transport",
+        abstract: "Send N notifications over the APNs transport and report notifications/s, latency and memory."
+    )
+
+    @Option(name: .customLong("endpoint"), help: "Base URL, e.g. https://127.0.0.1:2197.")
+    var endpoint: String
+
+    @Option(name: .customLong("ca-file"), help: "PEM CA file trusted in addition to the system roots (the simulator's CA).")
+    var caFile: String?
+
+    @Option(name: .customLong("topic"), help: "apns-topic (bundle id).")
+    var topic: String
+
+    @Option(name: .customLong("count"), help: "Notifications to send.")
+    var count: Int = 100_000
+
+    @Option(name: .customLong("connections"), help: "HTTP/2 connections in the pool.")
+    var connections: Int = 2
+
+    @Option(name: .customLong("concurrency"), help: "Callers in flight at once (default 1000 × connections).")
+    var concurrency: Int?
+
+    @Option(name: .customLong("team-id"), help: "Token auth: the 10-character team id.")
+    var teamID: String?
+
+    @Option(name: .customLong("key-id"), help: "Token auth: the 10-character key id.")
+    var keyID: String?
+
+    @Option(name: .customLong("key-file"), help: "Token auth: the .p8 private key file.")
+    var keyFile: String?
+
+    @Option(name: .customLong("certificate"), help: "Certificate auth: PEM (certificate + key) or .p12 file.")
+    var certificate: String?
+
+    @Option(
+        name: .customLong("certificate-password-env"),
+        help: "Name of the environment variable holding the certificate's passphrase."
+    )
+    var certificatePasswordEnv: String?
+
+    @Option(name: .customLong("tokens-file"), help: "Device tokens, one per line (default: random 64-hex tokens).")
+    var tokensFile: String?
+
+    @Option(name: .customLong("timeout"), help: "Stop after this many seconds even if not all were sent.")
+    var timeout: Int = 300
+
+    @Flag(name: .customLong("json"), help: "Print the report as JSON.")
+    var json = false
+
+    func validate() throws {
+        guard count > 0 else { throw ValidationError("--count must be positive") }
+        guard (1...64).contains(connections) else { throw ValidationError("--connections must be 1…64") }
+        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        if let concurrency, concurrency <= 0 { throw ValidationError("--concurrency must be positive") }
+        let tokenAuth = teamID != nil || keyID != nil || keyFile != nil
+        if tokenAuth == (certificate != nil) {
+            throw ValidationError("use either --team-id/--key-id/--key-file or --certificate")
+        }
+        if tokenAuth, teamID == nil || keyID == nil || keyFile == nil {
+            throw ValidationError("token auth needs --team-id, --key-id and --key-file")
+        }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "pgpush.bench.transport")
+        logger.logLevel = .warning
+
+        var configuration = APNsClientConfiguration(endpoint: try APNsEndpoint(url: endpoint))
+        configuration.additionalTrustRootsPEMFile = caFile
+        configuration.connectionsPerPool = connections
+        let pool = try APNsConnectionPool(configuration: configuration, credentials: try credentials(), logger: logger)
+        let tokens = try loadTokens()
+        let callers = min(concurrency ?? 1000 * connections, count)
+        let plan = TransportBenchPlan(count: count, topic: topic, tokens: tokens)
+
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        let started = ContinuousClock.now
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await pool.run() }
+            await withDiscardingTaskGroup { workers in
+                for _ in 0..<callers {
+                    workers.addTask { await plan.work(pool: pool, deadline: deadline) }
+                }
+            }
+            group.cancelAll()
+        }
+        let tally = plan.tally
+        let elapsed = (ContinuousClock.now - started).microseconds / 1e6
+        let statistics = pool.statistics
+        let report = TransportBenchReport(
+            endpoint: configuration.endpoint.description,
+            connections: connections,
+            concurrency: callers,
+            requested: count,
+            completed: tally.completed,
+            succeeded: tally.outcomes["200"] ?? 0,
+            elapsedSeconds: elapsed,
+            notificationsPerSecond: Double(tally.completed) / max(elapsed, 1e-9),
+            latencyP50Milliseconds: tally.latency.percentileMilliseconds(0.50),
+            latencyP99Milliseconds: tally.latency.percentileMilliseconds(0.99),
+            latencyMaxMilliseconds: tally.latency.maximumMicroseconds / 1000,
+            outcomes: tally.outcomes,
+            peakRSSKilobytes: peakResidentKilobytes(),
+            peakStreamsPerConnection: statistics.peakStreamsPerConnection,
+            goAwaysReceived: statistics.goAwaysReceived,
+            reconnects: statistics.reconnects,
+            timedOut: tally.completed < count
+        )
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        } else {
+            print(report.text)
+        }
+    }
+
+    private func credentials() throws -> APNsCredentials {
+        if let certificate {
+            var passphrase: String?
+            if let name = certificatePasswordEnv {
+                guard let value = ProcessInfo.processInfo.environment[name] else {
+                    throw PGPushError(.invalidConfiguration, "environment variable \(name) is not set")
+                }
+                passphrase = value
+            }
+            return .certificate(try APNsClientCertificate(file: certificate, passphrase: passphrase))
+        }
+        guard let teamID, let keyID, let keyFile else {
+            throw PGPushError(.invalidConfiguration, "token auth needs --team-id, --key-id and --key-file")
+        }
+        guard let pem = try? String(contentsOfFile: keyFile, encoding: .utf8) else {
+            throw PGPushError(.credentialUnreadable, "cannot read key file \(keyFile)")
+        }
+        let signer = try ProviderTokenSigner(teamID: teamID, keyID: keyID, privateKeyPEM: pem)
+        return .token(LocalProviderTokenSource(signer: signer))
+    }
+
+    private func loadTokens() throws -> [String]? {
+        guard let tokensFile else { return nil }
+        guard let text = try? String(contentsOfFile: tokensFile, encoding: .utf8) else {
+            throw PGPushError(.invalidConfiguration, "cannot read tokens file \(tokensFile)")
+        }
+        let tokens = text.split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+        guard !tokens.isEmpty else { throw PGPushError(.invalidConfiguration, "tokens file \(tokensFile) is empty") }
+        return tokens
+    }
+}
+
+/// The shared work list: request i goes to token i (cycling through a tokens file, or a fresh random token).
+final class TransportBenchPlan: Sendable {
+    private let count: Int
+    private let topic: String
+    private let tokens: [String]?
+    private let next = Atomic<Int>(0)
+    private let shared = Mutex(TransportBenchTally())
+    private let payload = Array(#"{"aps":{"alert":{"title":"pgpush","body":"transport benchmark"}}}"#.utf8)
+
+    init(count: Int, topic: String, tokens: [String]?) {
+        self.count = count
+        self.topic = topic
+        self.tokens = tokens
+    }
+
+    /// Everything recorded so far.
+    var tally: TransportBenchTally { shared.withLock { $0 } }
+
+    /// One caller: take the next index, send, record, until the count or the deadline is reached.
+    /// One shared tally (not one per caller) keeps memory independent of the number of callers.
+    func work(pool: APNsConnectionPool, deadline: ContinuousClock.Instant) async {
+        var generator = SystemRandomNumberGenerator()
+        while ContinuousClock.now < deadline {
+            let index = next.add(1, ordering: .relaxed).oldValue
+            guard index < count else { break }
+            let token = tokens.map { $0[index % $0.count] } ?? Self.randomToken(using: &generator)
+            let request = APNsRequest(deviceToken: token, topic: topic, apnsID: UUID(), payload: payload)
+            let started = ContinuousClock.now
+            let outcome = await pool.send(request)
+            let latency = ContinuousClock.now - started
+            if case .response(let response) = outcome, response.status == 200 {
+                shared.withLock { $0.record(latency, outcome: "200") }
+            } else {
+                let label = Self.label(outcome)
+                shared.withLock { $0.record(latency, outcome: label) }
+            }
+        }
+    }
+
+    private static func label(_ outcome: APNsOutcome) -> String {
+        switch outcome {
+        case .response(let response):
+            return response.reason.map { "\(response.status) \($0)" } ?? "\(response.status)"
+        case .noResponse(let reason):
+            switch reason {
+            case .goAwayNotProcessed: return "no response: goaway not processed"
+            case .refusedStream: return "no response: refused stream"
+            case .connectionClosed: return "no response: connection closed"
+            case .missingStatus: return "no response: missing status"
+            case .timeout: return "no response: timeout"
+            case .connectFailed: return "no response: connect failed"
+            }
+        }
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    private static func randomToken(using generator: inout SystemRandomNumberGenerator) -> String {
+        var bytes = [UInt8](repeating: 0, count: 64)
+        for chunk in 0..<4 {
+            var word = generator.next()
+            for offset in 0..<16 {
+                bytes[chunk * 16 + offset] = hexDigits[Int(word & 0xF)]
+                word >>= 4
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
