@@ -60,6 +60,8 @@ import PGPushCore
         #expect(abs(sent - 100) <= 2, "sent \(sent)")
         bucket.setRate(0)
         #expect(bucket.ratePerSecond == TokenBucket.minimumRate)
+        let huge = bucket.take(Int.max / 2, now: t0 + .seconds(20))
+        #expect(huge == .seconds(365 * 24 * 3600))
     }
 
     @Test func infiniteRateNeverWaits() {

@@ -16,6 +16,7 @@ public struct TokenBucket: Sendable {
 
     /// Rates at or below zero are raised to this, so a misconfigured rate stalls a sender instead of dividing by zero.
     public static let minimumRate = 0.001
+    private static let longestWait: Double = 365 * 24 * 3600
 
     /// Starts full.
     public init(ratePerSecond: Double, burst: Double) {
@@ -32,7 +33,8 @@ public struct TokenBucket: Sendable {
         refill(now: now)
         tokens -= Double(n)
         guard tokens < 0 else { return nil }
-        let waitSeconds = -tokens / ratePerSecond
+        // Clamped to a year so an absurd debt at a tiny rate cannot overflow Duration.
+        let waitSeconds = min(-tokens / ratePerSecond, Self.longestWait)
         return .nanoseconds(Int64((waitSeconds * 1e9).rounded(.up)))
     }
 
