@@ -106,6 +106,9 @@ extension APNsConnectionPool {
                     effects.close.append(connection)  // the closed event removes the entry
                 } else {
                     state.entries[id] = nil
+                    // Every promise must complete, even for a connection that never existed.
+                    effects.readyFailed.append((entry.ready, detail))
+                    effects.retired.append(entry.retired)
                 }
             }
             if !state.hasReadyConnection {
