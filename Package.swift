@@ -5,6 +5,15 @@ import PackageDescription
 //   PGPushCore ← PGPushAPNs / PGPushSimulator / PGPushStore ← PGPushDispatcher ← pgpush (PGPushCLI)
 // The core imports neither NIO nor PostgresNIO.
 
+/// Every file in Migrations/, in order. A new migration is added here as well.
+let migrationFiles = [
+    "0001_schema.sql",
+    "0002_producer_api.sql",
+    "0003_views.sql",
+    "0004_partitions.sql",
+    "0005_roles.sql",
+]
+
 let package = Package(
     name: "pgpush",
     platforms: [.macOS(.v15)],
@@ -72,9 +81,12 @@ let package = Package(
             dependencies: [
                 "PGPushCore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            resources: []
+            // The SQL files of Migrations/ (symlinked here) are compiled into the binary, so `pgpush migrate`
+            // needs nothing beside the executable.
+            resources: migrationFiles.map { .embedInCode("Migrations/\($0)") }
         ),
         .target(
             name: "PGPushDispatcher",

@@ -1,0 +1,98 @@
+import Foundation
+import NIOSSL
+import PGPushCore
+import PostgresNIO
+
+/// A PostgreSQL connection URL in libpq's form, `postgres://user:password@host:port/database?sslmode=require`.
+///
+/// `sslmode` is `disable`, `prefer` (the default, as in libpq) or `require`/`verify-ca`/`verify-full`. Unlike
+/// libpq's `require`, pgpush always verifies the server certificate when it uses TLS: against the system roots,
+/// or against `sslrootcert=PATH` when given.
+public struct DatabaseURL: Sendable, CustomStringConvertible {
+    public enum SSLMode: String, Sendable {
+        case disable
+        case prefer
+        case require
+    }
+
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String
+    public var sslMode: SSLMode
+    public var sslRootCertificatePath: String?
+    public var applicationName: String?
+
+    public init(_ string: String) throws(PGPushError) {
+        guard let components = URLComponents(string: string),
+              let scheme = components.scheme, scheme == "postgres" || scheme == "postgresql"
+        else {
+            throw PGPushError(.invalidConfiguration, "database URL must look like postgres://user@host:port/database")
+        }
+        self.host = components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
+        self.port = components.port ?? 5432
+        self.username = components.user.flatMap { $0.removingPercentEncoding } ?? "postgres"
+        self.password = components.password.flatMap { $0.removingPercentEncoding }
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        self.database = path.isEmpty ? self.username : (path.removingPercentEncoding ?? path)
+        var sslMode = SSLMode.prefer
+        for item in components.queryItems ?? [] {
+            switch item.name {
+            case "sslmode":
+                switch item.value ?? "" {
+                case "disable", "allow": sslMode = .disable
+                case "prefer": sslMode = .prefer
+                case "require", "verify-ca", "verify-full": sslMode = .require
+                default:
+                    throw PGPushError(.invalidConfiguration, "database URL has an unknown sslmode '\(item.value ?? "")'")
+                }
+            case "sslrootcert":
+                self.sslRootCertificatePath = item.value
+            case "application_name":
+                self.applicationName = item.value
+            default:
+                continue
+            }
+        }
+        self.sslMode = sslMode
+    }
+
+    /// The URL with the password masked, safe for logs and error messages.
+    public var description: String {
+        let credentials = password == nil ? username : "\(username):***"
+        return "postgres://\(credentials)@\(host):\(port)/\(database)?sslmode=\(sslMode.rawValue)"
+    }
+
+    /// A PostgresNIO client configuration for this URL.
+    public func clientConfiguration(maximumConnections: Int = 8) throws(PGPushError) -> PostgresClient.Configuration {
+        let tls: PostgresClient.Configuration.TLS
+        switch sslMode {
+        case .disable:
+            tls = .disable
+        case .prefer:
+            tls = .prefer(try tlsConfiguration())
+        case .require:
+            tls = .require(try tlsConfiguration())
+        }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.maximumConnections = maximumConnections
+        configuration.options.minimumConnections = 0
+        configuration.options.keepAliveBehavior = .init(frequency: .seconds(30))
+        return configuration
+    }
+
+    private func tlsConfiguration() throws(PGPushError) -> TLSConfiguration {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.certificateVerification = .fullVerification
+        if let path = sslRootCertificatePath {
+            do {
+                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(path))
+            } catch {
+                throw PGPushError(.invalidConfiguration, "sslrootcert \(path) could not be read as PEM certificates")
+            }
+        }
+        return tls
+    }
+}

@@ -1,0 +1,46 @@
+import Crypto
+import Foundation
+
+/// One ordered SQL file from `Migrations/`.
+public struct Migration: Sendable, Hashable {
+    /// The file name, e.g. `0001_schema.sql`; its numeric prefix orders it.
+    public var name: String
+    public var sql: String
+
+    public init(name: String, sql: String) {
+        self.name = name
+        self.sql = sql
+    }
+
+    /// The version recorded in `push.schema_migrations`: the file name without `.sql`.
+    public var version: String {
+        name.hasSuffix(".sql") ? String(name.dropLast(4)) : name
+    }
+
+    /// SHA-256 of the file's bytes, hex: a recorded migration whose file changed is refused.
+    public var checksum: String {
+        SHA256.hash(data: Data(sql.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+extension Migration {
+    /// The migrations compiled into this binary, in order. Package.swift lists the same files.
+    public static let embedded: [Migration] = [
+        Migration(name: "0001_schema.sql", sql: String(decoding: PackageResources._001_schema_sql, as: UTF8.self)),
+        Migration(name: "0002_producer_api.sql", sql: String(decoding: PackageResources._002_producer_api_sql, as: UTF8.self)),
+        Migration(name: "0003_views.sql", sql: String(decoding: PackageResources._003_views_sql, as: UTF8.self)),
+        Migration(name: "0004_partitions.sql", sql: String(decoding: PackageResources._004_partitions_sql, as: UTF8.self)),
+        Migration(name: "0005_roles.sql", sql: String(decoding: PackageResources._005_roles_sql, as: UTF8.self)),
+    ]
+
+    /// Reads every `*.sql` file of a directory, ordered by name; for `pgpush migrate --directory`.
+    public static func load(directory: String) throws -> [Migration] {
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory)
+            .filter { $0.hasSuffix(".sql") }
+            .sorted()
+        return try names.map { name in
+            let data = try Data(contentsOf: URL(fileURLWithPath: directory).appendingPathComponent(name))
+            return Migration(name: name, sql: String(decoding: data, as: UTF8.self))
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import Logging
+import PGPushCore
+import PostgresNIO
+
+/// Applies pending migrations in order, each in its own transaction, and records them in
+/// `push.schema_migrations`. A session-level advisory lock makes concurrent runs (say, every worker of a
+/// deploy starting at once) safe: the second waits, then finds nothing left to do.
+public struct Migrator: Sendable {
+    /// What one run did.
+    public struct Report: Sendable, Equatable {
+        public var applied: [String]
+        public var alreadyApplied: [String]
+    }
+
+    /// An arbitrary constant shared by every pgpush migrator; the advisory lock key space is per database.
+    static let advisoryLockKey: Int64 = 0x7067_7075_7368_6d67
+
+    public var migrations: [Migration]
+    public var logger: Logger
+
+    public init(migrations: [Migration] = Migration.embedded, logger: Logger) {
+        self.migrations = migrations
+        self.logger = logger
+    }
+
+    /// Connects with `url`, migrates, disconnects.
+    public func migrate(url: DatabaseURL) async throws -> Report {
+        let configuration = try url.clientConfiguration(maximumConnections: 1)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            return try await client.withConnection { connection in
+                try await migrate(connection: connection)
+            }
+        }
+    }
+
+    /// Migrates over an existing connection, holding the advisory lock for the whole run.
+    public func migrate(connection: PostgresConnection) async throws -> Report {
+        try checkOrdering()
+        _ = try await connection.query("SELECT pg_advisory_lock(\(Self.advisoryLockKey))", logger: logger).collect()
+        do {
+            let report = try await migrateLocked(connection: connection)
+            _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.advisoryLockKey))", logger: logger).collect()
+            return report
+        } catch {
+            _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.advisoryLockKey))", logger: logger).collect()
+            throw error
+        }
+    }
+
+    private func checkOrdering() throws(PGPushError) {
+        let versions = migrations.map(\.version)
+        guard versions == versions.sorted(), Set(versions).count == versions.count else {
+            throw PGPushError(.internal, "migrations must have unique names in ascending order")
+        }
+    }
+
+    private func migrateLocked(connection: PostgresConnection) async throws -> Report {
+        try await connection.query("""
+            CREATE SCHEMA IF NOT EXISTS push;
+            """, logger: logger)
+        try await connection.query("""
+            CREATE TABLE IF NOT EXISTS push.schema_migrations (
+                version    text PRIMARY KEY,
+                checksum   text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """, logger: logger)
+        var recorded: [String: String] = [:]
+        let rows = try await connection.query("SELECT version, checksum FROM push.schema_migrations", logger: logger)
+        for try await (version, checksum) in rows.decode((String, String).self) {
+            recorded[version] = checksum
+        }
+
+        var report = Report(applied: [], alreadyApplied: [])
+        for migration in migrations {
+            if let checksum = recorded[migration.version] {
+                guard checksum == migration.checksum else {
+                    throw PGPushError(
+                        .invalidConfiguration,
+                        "migration \(migration.name) was changed after it was applied (recorded checksum \(checksum.prefix(12))…, file \(migration.checksum.prefix(12))…); add a new migration instead of editing an applied one")
+                }
+                report.alreadyApplied.append(migration.version)
+                continue
+            }
+            try await apply(migration, on: connection)
+            report.applied.append(migration.version)
+            logger.info("applied migration", metadata: ["migration": "\(migration.name)"])
+        }
+        return report
+    }
+
+    private func apply(_ migration: Migration, on connection: PostgresConnection) async throws {
+        do {
+            _ = try await connection.query("BEGIN", logger: logger).collect()
+            for statement in SQLScript.statements(migration.sql) {
+                _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
+            }
+            _ = try await connection.query("""
+                INSERT INTO push.schema_migrations (version, checksum) VALUES (\(migration.version), \(migration.checksum))
+                """, logger: logger).collect()
+            _ = try await connection.query("COMMIT", logger: logger).collect()
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger).collect()
+            throw PGPushError(
+                .databaseUnavailable,
+                "migration \(migration.name) failed: \(Self.serverMessage(error))",
+                underlying: error)
+        }
+    }
+
+    static func serverMessage(_ error: any Error) -> String {
+        if let error = error as? PSQLError, let message = error.serverInfo?[.message] {
+            return message
+        }
+        return String(describing: error)
+    }
+}

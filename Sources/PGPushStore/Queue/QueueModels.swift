@@ -1,0 +1,132 @@
+import Foundation
+
+/// A chunk this worker holds the lease on.
+public struct ClaimedChunk: Sendable, Hashable {
+    public enum Kind: String, Sendable {
+        /// A key range (lo, hi] over the app's devices, filtered by the job's audience.
+        case range
+        /// An explicit token list.
+        case tokens
+    }
+
+    public var id: Int64
+    public var jobID: Int64
+    public var appID: String
+    public var priority: Int
+    public var seq: Int
+    public var kind: Kind
+    public var loToken: String?
+    public var hiToken: String?
+    public var tokens: [String]
+    /// The attempt number every token of this chunk is on (1 for fresh chunks).
+    public var attempt: Int
+    public var lastReason: String?
+    /// How often the chunk has been claimed, this claim included; rescues after expired leases count.
+    public var claims: Int
+}
+
+/// What a worker needs to know about a job to send it. Cached per worker: a job's content never changes.
+public struct JobDetails: Sendable, Hashable {
+    public var id: Int64
+    public var appID: String
+    /// The exact bytes to send: the jsonb's text form, the same bytes the enqueue validation measured.
+    public var payload: [UInt8]
+    public var pushType: String
+    public var apnsPriority: Int
+    public var expiresAt: Date?
+    public var collapseID: String?
+    public var userIDs: [String]?
+    public var tags: [String]?
+}
+
+/// One app's row: where its credential lives, never the credential itself.
+public struct AppRecord: Sendable, Hashable {
+    public var id: String
+    public var topic: String
+    public var environment: String
+    public var teamID: String?
+    public var keyID: String?
+    public var privateKeyPath: String?
+    public var certificatePath: String?
+    public var certificatePasswordEnv: String?
+    public var rateLimit: Int?
+    public var pausedReason: String?
+}
+
+/// A token's final outcome, appended to `push.deliveries`.
+public struct FinalOutcome: Sendable, Hashable {
+    public var token: String
+    /// HTTP status; 0 when no response ever came (e.g. expired before sending).
+    public var status: Int
+    public var reason: String?
+    public var apnsID: UUID
+    public var attempt: Int
+    public var sentAt: Date
+
+    public init(token: String, status: Int, reason: String?, apnsID: UUID, attempt: Int, sentAt: Date) {
+        self.token = token
+        self.status = status
+        self.reason = reason
+        self.apnsID = apnsID
+        self.attempt = attempt
+        self.sentAt = sentAt
+    }
+}
+
+/// A dead or wrong token for the pruner, recorded in the chunk's completion transaction.
+public struct PruneCandidate: Sendable, Hashable {
+    public var token: String
+    public var status: Int
+    public var reason: String
+    public var apnsTimestamp: Date?
+
+    public init(token: String, status: Int, reason: String, apnsTimestamp: Date?) {
+        self.token = token
+        self.status = status
+        self.reason = reason
+        self.apnsTimestamp = apnsTimestamp
+    }
+}
+
+/// Tokens that go back to the queue as a new 'tokens' chunk.
+public struct RequeuedTokens: Sendable, Hashable {
+    public var tokens: [String]
+    /// The attempt these tokens will be on when next claimed.
+    public var attempt: Int
+    public var notBefore: Date
+    public var lastReason: String?
+
+    public init(tokens: [String], attempt: Int, notBefore: Date, lastReason: String?) {
+        self.tokens = tokens
+        self.attempt = attempt
+        self.notBefore = notBefore
+        self.lastReason = lastReason
+    }
+}
+
+/// Everything one chunk's completion writes, in one transaction.
+public struct ChunkCompletion: Sendable {
+    public var chunk: ClaimedChunk
+    public var outcomes: [FinalOutcome]
+    /// Transient failures to retry later, and tokens given back unsent (shutdown, paused app).
+    public var requeued: [RequeuedTokens]
+    public var pruneCandidates: [PruneCandidate]
+    /// Answers from APNs in this chunk, and how many were BadDeviceToken (for the wrong-environment valve).
+    public var answered: Int
+    public var badDeviceTokens: Int
+
+    public init(
+        chunk: ClaimedChunk, outcomes: [FinalOutcome] = [], requeued: [RequeuedTokens] = [],
+        pruneCandidates: [PruneCandidate] = [], answered: Int = 0, badDeviceTokens: Int = 0
+    ) {
+        self.chunk = chunk
+        self.outcomes = outcomes
+        self.requeued = requeued
+        self.pruneCandidates = pruneCandidates
+        self.answered = answered
+        self.badDeviceTokens = badDeviceTokens
+    }
+
+    /// The reason recorded for tokens that were never sent because the job's `expires_at` passed.
+    public static let expiredReason = "Expired"
+}

@@ -1,0 +1,48 @@
+import Foundation
+import PostgresNIO
+
+extension QueueStore {
+    /// Adds this worker to the live-worker registry.
+    public func registerWorker(hostname: String, pid: Int) async throws {
+        try await run("""
+            INSERT INTO push.workers (id, hostname, pid) VALUES (\(workerID), \(hostname), \(pid))
+            ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), hostname = EXCLUDED.hostname, pid = EXCLUDED.pid
+            """)
+    }
+
+    /// Leaves the registry, so the others take over its share of the rate limits at once.
+    public func unregisterWorker() async throws {
+        try await run("DELETE FROM push.workers WHERE id = \(workerID)")
+    }
+
+    /// Every app row (credential locations only; secrets never live in the database).
+    public func apps() async throws -> [String: AppRecord] {
+        let rows = try await run("""
+            SELECT id, topic, environment, team_id, key_id, private_key_path, certificate_path, certificate_password_env,
+                   rate_limit, paused_reason
+              FROM push.apps
+            """)
+        var apps: [String: AppRecord] = [:]
+        for row in rows {
+            let (id, topic, environment, teamID, keyID, keyPath, certificatePath, passwordEnv, rateLimit, paused) =
+                try row.decode((String, String, String, String?, String?, String?, String?, String?, Int?, String?).self)
+            apps[id] = AppRecord(
+                id: id, topic: topic, environment: environment, teamID: teamID, keyID: keyID,
+                privateKeyPath: keyPath, certificatePath: certificatePath, certificatePasswordEnv: passwordEnv,
+                rateLimit: rateLimit, pausedReason: paused)
+        }
+        return apps
+    }
+
+    /// Pauses an app with a readable reason; its jobs wait until `paused_reason` is cleared.
+    /// Returns `true` if this call paused it (it was active).
+    @discardableResult
+    public func pauseApp(_ appID: String, reason: String) async throws -> Bool {
+        let rows = try await run("""
+            UPDATE push.apps SET paused_reason = \(reason), paused_at = now(), updated_at = now()
+             WHERE id = \(appID) AND paused_reason IS NULL
+            RETURNING id
+            """)
+        return !rows.isEmpty
+    }
+}

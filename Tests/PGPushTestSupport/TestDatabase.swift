@@ -1,0 +1,154 @@
+import Foundation
+import Logging
+import PGPushCore
+import PGPushStore
+import PostgresNIO
+
+/// A fresh, migrated database on the throwaway cluster that `scripts/test` starts, dropped afterwards.
+///
+/// The cluster's URL comes from `PGPUSH_TEST_DATABASE_URL` (a superuser connection to `postgres`). Every test
+/// gets its own database, so tests run in parallel without seeing each other's rows.
+public struct TestDatabase: Sendable {
+    public let name: String
+    public let url: DatabaseURL
+    public let client: PostgresClient
+    public let logger: Logger
+
+    /// The admin URL of the throwaway cluster.
+    public static func clusterURL() throws -> DatabaseURL {
+        guard let raw = ProcessInfo.processInfo.environment["PGPUSH_TEST_DATABASE_URL"] else {
+            throw PGPushError(.invalidConfiguration, "PGPUSH_TEST_DATABASE_URL is not set: run the tests with scripts/test")
+        }
+        var url = try DatabaseURL(raw)
+        url.sslMode = .disable
+        return url
+    }
+
+    /// Creates and migrates a database, runs `body` with a connected client, then drops the database.
+    public static func with<T: Sendable>(
+        migrate: Bool = true,
+        _ body: @Sendable (TestDatabase) async throws -> T
+    ) async throws -> T {
+        var logger = Logger(label: "pgpush.test")
+        logger.logLevel = .warning
+        let admin = try clusterURL()
+        let name = "pgpush_test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased())"
+        try await Self.admin(admin, logger: logger) { connection in
+            try await connection.query("CREATE DATABASE \(unescaped: name)", logger: logger)
+        }
+        var url = admin
+        url.database = name
+        let client = PostgresClient(configuration: try url.clientConfiguration(maximumConnections: 8), backgroundLogger: logger)
+        let database = TestDatabase(name: name, url: url, client: client, logger: logger)
+        do {
+            let result = try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                if migrate {
+                    _ = try await client.withConnection { connection in
+                        try await Migrator(logger: logger).migrate(connection: connection)
+                    }
+                }
+                return try await body(database)
+            }
+            try await drop(name, admin: admin, logger: logger)
+            return result
+        } catch {
+            try? await drop(name, admin: admin, logger: logger)
+            throw error
+        }
+    }
+
+    private static func drop(_ name: String, admin: DatabaseURL, logger: Logger) async throws {
+        try await Self.admin(admin, logger: logger) { connection in
+            try await connection.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)", logger: logger)
+        }
+    }
+
+    static func admin(
+        _ url: DatabaseURL, logger: Logger, _ body: (PostgresConnection) async throws -> Void
+    ) async throws {
+        let configuration = PostgresConnection.Configuration(
+            host: url.host, port: url.port, username: url.username, password: url.password,
+            database: url.database, tls: .disable)
+        let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+        do {
+            try await body(connection)
+            try await connection.close()
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    /// Opens a connection to this database as a fresh login user that is a member of `role` only
+    /// (e.g. `pgpush_producer`), to test what that role may and may not do.
+    public func connect(asMemberOf role: String) async throws -> PostgresConnection {
+        let user = "u_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased())"
+        _ = try await client.query("CREATE ROLE \(unescaped: user) LOGIN IN ROLE \(unescaped: role)", logger: logger).collect()
+        let configuration = PostgresConnection.Configuration(
+            host: url.host, port: url.port, username: user, password: nil, database: name, tls: .disable)
+        return try await PostgresConnection.connect(configuration: configuration, id: 2, logger: logger)
+    }
+
+    /// A URL string for child processes (the worker, the CLI) to reach this database.
+    public var urlString: String {
+        "postgres://\(url.username)@\(url.host):\(url.port)/\(name)?sslmode=disable"
+    }
+
+    /// Runs one statement to completion; errors surface here (a row sequence only throws when read).
+    @discardableResult
+    public func exec(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await client.query(query, logger: logger).collect()
+    }
+
+    /// Runs one statement for its rows, to be decoded as a sequence.
+    public func rows(_ query: PostgresQuery) async throws -> PostgresRowSequence {
+        try await client.query(query, logger: logger)
+    }
+
+    /// Runs one statement and returns its single Int64 value (for counts in assertions).
+    public func scalar(_ query: PostgresQuery) async throws -> Int64 {
+        let rows = try await client.query(query, logger: logger)
+        for try await value in rows.decode(Int64.self) {
+            return value
+        }
+        throw PGPushError(.internal, "query returned no rows")
+    }
+
+    /// Inserts a token-auth app whose key path need not exist (for tests that never send).
+    public func createApp(
+        _ id: String = "app",
+        topic: String = "com.example.app",
+        environment: String = "production",
+        privateKeyPath: String = "/nonexistent/key.p8",
+        teamID: String = "TEAM123456",
+        keyID: String = "KEY1234567",
+        rateLimit: Int? = nil
+    ) async throws {
+        try await exec("""
+            INSERT INTO push.apps (id, topic, environment, team_id, key_id, private_key_path, rate_limit)
+            VALUES (\(id), \(topic), \(environment), \(teamID), \(keyID), \(privateKeyPath), \(rateLimit))
+            """)
+    }
+}
+
+/// Deterministic, valid-looking 64-hex device tokens for tests.
+public enum TestTokens {
+    public static func token(_ index: Int, prefix: String = "") -> String {
+        let body = String(format: "%016llx", UInt64(index)) + String(repeating: "a", count: 48)
+        return String((prefix + body).prefix(64))
+    }
+}
+
+extension PSQLError {
+    /// The server's message, for asserting on validation errors.
+    public var serverMessage: String? { serverInfo?[.message] }
+}
+
+/// The PostgreSQL server message of an error thrown by a query, unwrapping transaction errors.
+public func serverMessage(of error: any Error) -> String? {
+    if let error = error as? PSQLError { return error.serverMessage }
+    if let error = error as? PostgresTransactionError, let closure = error.closureError { return serverMessage(of: closure) }
+    return nil
+}

@@ -1,0 +1,75 @@
+# Sourced by scripts that need a throwaway PostgreSQL cluster. Provides:
+#   pg_ensure_installed   install PostgreSQL from Debian when initdb is missing
+#   pg_start DIR          initdb + start a cluster in DIR on a free port; exports PGPUSH_TEST_DATABASE_URL
+#   pg_stop DIR           stop the cluster and remove DIR
+# initdb and postgres refuse to run as root, so they run as the unprivileged `postgres` user.
+
+pg_bindir() {
+    if command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; then
+        pg_config --bindir
+        return
+    fi
+    local dir
+    dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+    [ -n "$dir" ] && echo "$dir"
+}
+
+pg_ensure_installed() {
+    if [ -z "$(pg_bindir)" ]; then
+        echo "pgpush: initdb not found; installing PostgreSQL from Debian" >&2
+        if [ "$(id -u)" = 0 ]; then
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+        else
+            sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+        fi
+    fi
+    PG_BIN=$(pg_bindir)
+    [ -n "$PG_BIN" ] || { echo "pgpush: PostgreSQL installation failed" >&2; return 1; }
+    export PG_BIN
+}
+
+pg_free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+pg_as_owner() {
+    if [ "$(id -u)" = 0 ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+pg_start() {
+    local dir=$1
+    local port
+    port=$(pg_free_port)
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
+    chmod 700 "$dir"
+    pg_as_owner "$PG_BIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
+        || { cat "$dir/initdb.log" >&2; return 1; }
+    cat >>"$dir/data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$dir'
+max_connections = 300
+shared_buffers = 256MB
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+log_min_messages = warning
+CONF
+    pg_as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
+        || { cat "$dir/server.log" >&2; return 1; }
+    export PGPUSH_TEST_PG_PORT=$port
+    export PGPUSH_TEST_PG_DIR=$dir
+    export PGPUSH_TEST_PG_BIN=$PG_BIN
+    export PGPUSH_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
+}
+
+pg_stop() {
+    local dir=$1
+    [ -d "$dir/data" ] && pg_as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1
+    rm -rf "$dir"
+}
