@@ -6,6 +6,7 @@ struct PGPushCommand: AsyncParsableCommand {
         commandName: "pgpush",
         abstract: "Bulk push dispatcher: PostgreSQL queue, APNs over HTTP/2.",
         subcommands: [
+            MigrateCommand.self,
             BenchCommand.self,
         ]
     )

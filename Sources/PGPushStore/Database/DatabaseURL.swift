@@ -83,6 +83,18 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         return configuration
     }
 
+    /// A single-connection configuration (migrations, LISTEN, COPY).
+    public func connectionConfiguration() throws(PGPushError) -> PostgresConnection.Configuration {
+        let tls: PostgresConnection.Configuration.TLS
+        switch sslMode {
+        case .disable: tls = .disable
+        case .prefer: tls = .prefer(try NIOSSLContext.make(tlsConfiguration()))
+        case .require: tls = .require(try NIOSSLContext.make(tlsConfiguration()))
+        }
+        return PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+    }
+
     private func tlsConfiguration() throws(PGPushError) -> TLSConfiguration {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.certificateVerification = .fullVerification
@@ -94,5 +106,15 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
             }
         }
         return tls
+    }
+}
+
+extension NIOSSLContext {
+    fileprivate static func make(_ configuration: TLSConfiguration) throws(PGPushError) -> NIOSSLContext {
+        do {
+            return try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw PGPushError(.invalidConfiguration, "TLS to PostgreSQL could not be set up", underlying: error)
+        }
     }
 }

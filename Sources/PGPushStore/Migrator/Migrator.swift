@@ -25,14 +25,15 @@ public struct Migrator: Sendable {
 
     /// Connects with `url`, migrates, disconnects.
     public func migrate(url: DatabaseURL) async throws -> Report {
-        let configuration = try url.clientConfiguration(maximumConnections: 1)
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            return try await client.withConnection { connection in
-                try await migrate(connection: connection)
-            }
+        let connection = try await PostgresConnection.connect(
+            configuration: try url.connectionConfiguration(), id: 1, logger: logger)
+        do {
+            let report = try await migrate(connection: connection)
+            try await connection.close()
+            return report
+        } catch {
+            try? await connection.close()
+            throw error
         }
     }
 
