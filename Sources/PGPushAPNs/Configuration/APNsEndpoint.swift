@@ -7,6 +7,9 @@ public struct APNsEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// The TCP port; APNs listens on 443 and 2197.
     public var port: Int
 
+    /// - Parameters:
+    ///   - host: A DNS name, or an IP literal (verified against the certificate's IP SAN, no SNI).
+    ///   - port: 443 by default; APNs also listens on 2197.
     public init(host: String, port: Int = 443) {
         self.host = host
         self.port = port
