@@ -1,0 +1,102 @@
+import Foundation
+import Synchronization
+
+/// One notification the simulator accepted (answered 200).
+public struct SimulatorLedgerEntry: Sendable, Hashable, Codable {
+    /// The device token, lowercase hex.
+    public var token: String
+    /// The `apns-id` of the response.
+    public var apnsID: String
+    /// The `apns-topic` header, if any.
+    public var topic: String?
+    /// SHA-256 of the payload bytes, lowercase hex.
+    public var payloadSHA256: String
+    /// When the request was accepted (the simulator's clock).
+    public var receivedAt: Date
+}
+
+/// Every accepted notification, so tests and demos can check exactly-once delivery. Thread-safe.
+public final class SimulatorLedger: Sendable {
+    private struct State {
+        var entries: [SimulatorLedgerEntry] = []
+        var countsByToken: [String: Int] = [:]
+        var pendingLines: [UInt8] = []
+    }
+
+    private let state: Mutex<State>
+    private let file: FileHandle?
+    private static let flushThreshold = 64 * 1024
+
+    init(ledgerFile: String?) {
+        var initial = State()
+        initial.entries.reserveCapacity(1 << 16)
+        initial.countsByToken.reserveCapacity(1 << 16)
+        self.state = Mutex(initial)
+        if let ledgerFile {
+            if !FileManager.default.fileExists(atPath: ledgerFile) {
+                FileManager.default.createFile(atPath: ledgerFile, contents: nil)
+            }
+            let handle = FileHandle(forWritingAtPath: ledgerFile)
+            _ = try? handle?.seekToEnd()
+            self.file = handle
+        } else {
+            self.file = nil
+        }
+    }
+
+    /// Every entry, in the order accepted.
+    public var entries: [SimulatorLedgerEntry] { state.withLock { $0.entries } }
+    /// How many notifications were accepted.
+    public var acceptedCount: Int { state.withLock { $0.entries.count } }
+    /// How many notifications were accepted for one token.
+    public func count(forToken token: String) -> Int { state.withLock { $0.countsByToken[token.lowercased()] ?? 0 } }
+    /// Tokens accepted more than once, with how often.
+    public var duplicates: [String: Int] { state.withLock { $0.countsByToken.filter { $0.value > 1 } } }
+
+    /// Forgets every entry (the ledger file is left alone).
+    public func reset() {
+        state.withLock {
+            $0.entries.removeAll(keepingCapacity: true)
+            $0.countsByToken.removeAll(keepingCapacity: true)
+        }
+    }
+
+    func record(_ entry: SimulatorLedgerEntry) {
+        let toWrite: [UInt8]? = state.withLock { state in
+            state.entries.append(entry)
+            state.countsByToken[entry.token, default: 0] += 1
+            guard file != nil else { return nil }
+            state.pendingLines.append(contentsOf: Self.jsonLine(entry).utf8)
+            guard state.pendingLines.count >= Self.flushThreshold else { return nil }
+            defer { state.pendingLines.removeAll(keepingCapacity: true) }
+            return state.pendingLines
+        }
+        if let toWrite { writeToFile(toWrite) }
+    }
+
+    /// Writes buffered ledger lines to the ledger file.
+    func flush() {
+        let toWrite: [UInt8] = state.withLock { state in
+            defer { state.pendingLines.removeAll(keepingCapacity: true) }
+            return state.pendingLines
+        }
+        if !toWrite.isEmpty { writeToFile(toWrite) }
+        try? file?.synchronize()
+    }
+
+    private func writeToFile(_ bytes: [UInt8]) {
+        // Writes from different threads may interleave whole batches; each batch holds complete lines.
+        try? file?.write(contentsOf: Data(bytes))
+    }
+
+    private static func jsonLine(_ entry: SimulatorLedgerEntry) -> String {
+        let topic = entry.topic.map { "\"\(escape($0))\"" } ?? "null"
+        let millis = Int64(entry.receivedAt.timeIntervalSince1970 * 1000)
+        return #"{"token":"\#(entry.token)","apnsID":"\#(escape(entry.apnsID))","topic":\#(topic),"payloadSHA256":"\#(entry.payloadSHA256)","receivedAtMs":\#(millis)}"#
+            + "\n"
+    }
+
+    private static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+    }
+}

@@ -1,0 +1,168 @@
+import NIOCore
+import NIOHPACK
+import PGPushCore
+
+/// A rejection: HTTP status, the APNs `reason`, and for 410 the `timestamp`.
+struct SimulatorRejection: Sendable, Hashable, Error {
+    var status: Int
+    var reason: String
+    var timestampMilliseconds: Int64? = nil
+}
+
+/// The parts of a request that passed the shape checks.
+struct ValidatedRequest: Sendable, Hashable {
+    var token: String
+    var topic: String?
+    var apnsID: String?
+    var bearerToken: String?
+    var hasAuthorizationHeader: Bool
+}
+
+/// APNs' request-shape rules as a pure function: method, path, headers, payload. Authentication and the
+/// token registry are checked afterwards, by the connection.
+///
+/// Choices where Apple documents no reason: a body that is not a JSON object is `400 PayloadEmpty` (it carries
+/// no notification); a push-type whose required topic suffix is missing is `400 BadTopic`.
+struct SimulatorRequestValidator: Sendable {
+    var tokenHexLength: ClosedRange<Int>
+    var allowedTopics: Set<String>?
+
+    private static let apnsHeaders: Set<String> = [
+        "authorization", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id",
+        "apns-id",
+    ]
+
+    /// - Parameters:
+    ///   - certificateTopics: `nil` for a token-auth connection; the certificate's topics (empty = any) otherwise.
+    func validate(
+        headers: HPACKHeaders,
+        body: ByteBuffer,
+        certificateTopics: [String]?
+    ) -> Result<ValidatedRequest, SimulatorRejection> {
+        var method: String?
+        var path: String?
+        var authorization: String?
+        var topic: String?
+        var pushTypeValue: String?
+        var priority: String?
+        var expiration: String?
+        var collapseID: String?
+        var apnsID: String?
+        var seen = Set<String>()
+        var duplicate = false
+
+        for (name, value, _) in headers {
+            if Self.apnsHeaders.contains(name) {
+                if !seen.insert(name).inserted { duplicate = true }
+            }
+            switch name {
+            case ":method": method = value
+            case ":path": path = value
+            case "authorization": authorization = value
+            case "apns-topic": topic = value
+            case "apns-push-type": pushTypeValue = value
+            case "apns-priority": priority = value
+            case "apns-expiration": expiration = value
+            case "apns-collapse-id": collapseID = value
+            case "apns-id": apnsID = value
+            default: break
+            }
+        }
+
+        guard method == "POST" else { return .failure(.init(status: 405, reason: "MethodNotAllowed")) }
+        let prefix = "/3/device/"
+        guard let path, path.hasPrefix(prefix) else { return .failure(.init(status: 404, reason: "BadPath")) }
+        let rawToken = path.dropFirst(prefix.utf8.count)
+        guard !rawToken.isEmpty else { return .failure(.init(status: 400, reason: "MissingDeviceToken")) }
+        guard Self.isHex(rawToken), rawToken.utf8.count % 2 == 0, tokenHexLength.contains(rawToken.utf8.count) else {
+            return .failure(.init(status: 400, reason: "BadDeviceToken"))
+        }
+        if duplicate { return .failure(.init(status: 400, reason: "DuplicateHeaders")) }
+
+        var pushType: PushType?
+        if let pushTypeValue {
+            guard let parsed = PushType(rawValue: pushTypeValue) else {
+                return .failure(.init(status: 400, reason: "InvalidPushType"))
+            }
+            pushType = parsed
+        }
+
+        if let certificateTopics {
+            if topic == nil { topic = certificateTopics.first }
+            if let topic, !certificateTopics.isEmpty, !certificateTopics.contains(topic) {
+                return .failure(.init(status: 400, reason: "TopicDisallowed"))
+            }
+        } else {
+            guard let topic else { return .failure(.init(status: 400, reason: "MissingTopic")) }
+            guard !topic.isEmpty, !topic.contains(" ") else { return .failure(.init(status: 400, reason: "BadTopic")) }
+        }
+        if let topic, let pushType, !pushType.topicSuffix.isEmpty, !topic.hasSuffix(pushType.topicSuffix) {
+            return .failure(.init(status: 400, reason: "BadTopic"))
+        }
+        if let topic, let allowedTopics, certificateTopics == nil {
+            let bundleID = pushType.map { String(topic.dropLast($0.topicSuffix.count)) } ?? topic
+            if !allowedTopics.contains(topic) && !allowedTopics.contains(bundleID) {
+                return .failure(.init(status: 400, reason: "TopicDisallowed"))
+            }
+        }
+        if let priority, priority != "10", priority != "5", priority != "1" {
+            return .failure(.init(status: 400, reason: "BadPriority"))
+        }
+        if let expiration, Int64(expiration).map({ $0 < 0 }) ?? true {
+            return .failure(.init(status: 400, reason: "BadExpirationDate"))
+        }
+        if let collapseID, collapseID.utf8.count > 64 {
+            return .failure(.init(status: 400, reason: "BadCollapseId"))
+        }
+        if let apnsID, !Self.isCanonicalUUID(apnsID) {
+            return .failure(.init(status: 400, reason: "BadMessageId"))
+        }
+
+        let limit = (pushType ?? .alert).maximumPayloadBytes
+        guard body.readableBytes > 0 else { return .failure(.init(status: 400, reason: "PayloadEmpty")) }
+        guard body.readableBytes <= limit else { return .failure(.init(status: 413, reason: "PayloadTooLarge")) }
+        guard Self.looksLikeJSONObject(body) else { return .failure(.init(status: 400, reason: "PayloadEmpty")) }
+
+        var bearer: String?
+        if let authorization {
+            let scheme = authorization.prefix(7)
+            if scheme.lowercased() == "bearer " { bearer = String(authorization.dropFirst(7)) }
+        }
+        return .success(ValidatedRequest(
+            token: rawToken.lowercased(), topic: topic, apnsID: apnsID, bearerToken: bearer,
+            hasAuthorizationHeader: authorization != nil))
+    }
+
+    static func isHex(_ text: Substring) -> Bool {
+        text.utf8.allSatisfy(isHexByte)
+    }
+
+    static func isHexByte(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66) || (byte >= 0x41 && byte <= 0x46)
+    }
+
+    /// `8-4-4-4-12` hex digits with hyphens, the form APNs requires for `apns-id`.
+    static func isCanonicalUUID(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 36 else { return false }
+        for (index, byte) in bytes.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                if byte != UInt8(ascii: "-") { return false }
+            } else if !isHexByte(byte) {
+                return false
+            }
+        }
+        return true
+    }
+
+    /// A cheap structural check that the payload is a JSON object; full parsing would cost more than the
+    /// rest of the request at benchmark rates.
+    static func looksLikeJSONObject(_ body: ByteBuffer) -> Bool {
+        body.withUnsafeReadableBytes { bytes in
+            let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+            guard let first = bytes.firstIndex(where: { !isSpace($0) }),
+                  let last = bytes.lastIndex(where: { !isSpace($0) }) else { return false }
+            return bytes[first] == UInt8(ascii: "{") && bytes[last] == UInt8(ascii: "}")
+        }
+    }
+}
