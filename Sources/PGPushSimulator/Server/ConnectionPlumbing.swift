@@ -73,9 +73,10 @@ final class AbruptCloseHandler: ChannelOutboundHandler {
     }
 }
 
-/// Closes the connection on connection-level errors; stream errors only affect their stream.
+/// Watches stream-0 frames and closes the connection on connection-level errors (stream errors only affect
+/// their stream).
 final class ConnectionErrorHandler: ChannelInboundHandler {
-    typealias InboundIn = NIOAny
+    typealias InboundIn = HTTP2Frame
     private let connection: SimulatorConnection
 
     init(connection: SimulatorConnection) {
@@ -83,7 +84,10 @@ final class ConnectionErrorHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        // Stream-0 frames (SETTINGS, PING, GOAWAY) pass down here; nothing to do with them.
+        // Stream-0 frames (SETTINGS, PING, GOAWAY) pass down here; only the client's first SETTINGS ACK matters.
+        if case .settings(.ack) = unwrapInboundIn(data).payload {
+            connection.settingsAcknowledged()
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -35,6 +35,7 @@ final class SimulatorConnection: @unchecked Sendable {
 
     private(set) var advertisedLimit: Int
     private var authenticated: Bool
+    private var limitIsBinding = false
     private var openStreams = 0
     private var maximumOpenStreams = 0
     private var requestsReceived = 0
@@ -62,11 +63,23 @@ final class SimulatorConnection: @unchecked Sendable {
 
     // MARK: Streams
 
+    /// The client acknowledged the simulator's first SETTINGS: from now on the advertised limit is binding.
+    func settingsAcknowledged() {
+        limitIsBinding = true
+    }
+
     /// A stream opened; returns `false` when it exceeds the advertised limit and must be refused.
+    ///
+    /// Until the client has acknowledged the first SETTINGS it may not have seen the limit, and RFC 9113 lets
+    /// it assume 100 streams meanwhile (NIO and nghttp2 do). Such early streams are accepted and counted in
+    /// ``SimulatorStatistics/streamsBeyondLimitBeforeSettingsAcknowledged``; later ones are refused.
     func streamOpened(id: Int) -> Bool {
         if openStreams >= advertisedLimit {
-            server.statistics.update { $0.streamLimitViolations += 1 }
-            return false
+            if limitIsBinding || openStreams >= Self.limitAssumedBeforeSettings {
+                server.statistics.update { $0.streamLimitViolations += 1 }
+                return false
+            }
+            server.statistics.update { $0.streamsBeyondLimitBeforeSettingsAcknowledged += 1 }
         }
         openStreams += 1
         unansweredStreamIDs.insert(id)
@@ -272,6 +285,9 @@ final class SimulatorConnection: @unchecked Sendable {
             return .nanoseconds(Int64(seconds * 1e9))
         }
     }
+
+    /// What RFC 9113 lets a client assume before it has read the server's SETTINGS.
+    static let limitAssumedBeforeSettings = 100
 
     /// NIO's own concurrent-stream limit: high, so that the simulator, not NIO, decides what to refuse.
     static let internalStreamLimit = 1 << 20

@@ -17,6 +17,9 @@ public struct SimulatorStatistics: Sendable, Hashable {
     public var maximumConcurrentStreamsObserved: Int = 0
     /// Streams opened beyond the SETTINGS_MAX_CONCURRENT_STREAMS advertised at the time (refused).
     public var streamLimitViolations: Int = 0
+    /// Streams opened beyond the advertised limit before the client acknowledged the simulator's first SETTINGS
+    /// (so before it can have known the limit); accepted, up to 100 per connection.
+    public var streamsBeyondLimitBeforeSettingsAcknowledged: Int = 0
     /// TLS connections accepted.
     public var connectionsAccepted: Int = 0
     /// GOAWAY frames sent by the fault injector.

@@ -27,11 +27,6 @@ struct SimulatorRequestValidator: Sendable {
     var tokenHexLength: ClosedRange<Int>
     var allowedTopics: Set<String>?
 
-    private static let apnsHeaders: Set<String> = [
-        "authorization", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id",
-        "apns-id",
-    ]
-
     /// - Parameters:
     ///   - certificateTopics: `nil` for a token-auth connection; the certificate's topics (empty = any) otherwise.
     func validate(
@@ -48,23 +43,25 @@ struct SimulatorRequestValidator: Sendable {
         var expiration: String?
         var collapseID: String?
         var apnsID: String?
-        var seen = Set<String>()
+        // One bit per APNs header seen, to spot duplicates without allocating.
+        var seen: UInt16 = 0
         var duplicate = false
+        func mark(_ bit: UInt16) {
+            if seen & bit != 0 { duplicate = true }
+            seen |= bit
+        }
 
         for (name, value, _) in headers {
-            if Self.apnsHeaders.contains(name) {
-                if !seen.insert(name).inserted { duplicate = true }
-            }
             switch name {
             case ":method": method = value
             case ":path": path = value
-            case "authorization": authorization = value
-            case "apns-topic": topic = value
-            case "apns-push-type": pushTypeValue = value
-            case "apns-priority": priority = value
-            case "apns-expiration": expiration = value
-            case "apns-collapse-id": collapseID = value
-            case "apns-id": apnsID = value
+            case "authorization": authorization = value; mark(1 << 0)
+            case "apns-topic": topic = value; mark(1 << 1)
+            case "apns-push-type": pushTypeValue = value; mark(1 << 2)
+            case "apns-priority": priority = value; mark(1 << 3)
+            case "apns-expiration": expiration = value; mark(1 << 4)
+            case "apns-collapse-id": collapseID = value; mark(1 << 5)
+            case "apns-id": apnsID = value; mark(1 << 6)
             default: break
             }
         }
