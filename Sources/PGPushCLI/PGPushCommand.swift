@@ -8,6 +8,7 @@ struct PGPushCommand: AsyncParsableCommand {
         subcommands: [
             MigrateCommand.self,
             BenchCommand.self,
+            SimulatorCommand.self,
         ]
     )
 }
