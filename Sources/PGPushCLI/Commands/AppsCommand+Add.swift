@@ -1,0 +1,111 @@
+import ArgumentParser
+import Foundation
+import PGPushStore
+import PostgresNIO
+
+struct AppsAddCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add",
+        abstract: "Register an app with a token (.p8) or certificate credential.",
+        discussion: """
+            Token auth: --team-id, --key-id and --key-file (the .p8 signing key). Certificate auth:
+            --certificate (a PKCS#12 or PEM file) and, if it is encrypted, --certificate-password-env naming
+            the environment variable that holds the password on the workers.
+
+            Only the paths and names are stored; this command never reads a key or certificate into the
+            database. The paths are the workers' paths, so they must be absolute. If a file is missing or
+            unreadable on this host, a warning is printed and the app is still added (the workers may be other
+            machines); --require-files makes that an error instead.
+
+            Examples:
+              pgpush apps add news --topic com.example.news --team-id ABCDE12345 --key-id KEY1234567 --key-file /etc/pgpush/news.p8
+              pgpush apps add legacy --topic com.example.legacy --environment sandbox --certificate /etc/pgpush/legacy.p12 --certificate-password-env LEGACY_P12_PASSWORD --rate-limit 500
+
+            Exit codes: 0 added, 1 rejected by the database (e.g. the app exists) or --require-files and a
+            file is unreadable, 64 bad usage.
+            """)
+
+    enum Environment: String, ExpressibleByArgument, CaseIterable {
+        case production, sandbox
+    }
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Argument(help: "The app id (letters, digits, . _ : -).")
+    var app: String
+
+    @Option(help: "The APNs topic, usually the bundle id.")
+    var topic: String
+
+    @Option(help: "production or sandbox.")
+    var environment: Environment = .production
+
+    @Option(help: "Apple developer team id (token auth).")
+    var teamID: String?
+
+    @Option(help: "The signing key's id (token auth).")
+    var keyID: String?
+
+    @Option(help: "Absolute path of the .p8 signing key on the workers (token auth).")
+    var keyFile: String?
+
+    @Option(help: "Absolute path of the client certificate on the workers (certificate auth).")
+    var certificate: String?
+
+    @Option(help: "Name of the environment variable holding the certificate's password on the workers.")
+    var certificatePasswordEnv: String?
+
+    @Option(help: "At most this many notifications per second for the app across all workers.")
+    var rateLimit: Int32?
+
+    @Flag(help: "Fail instead of warning when the key or certificate file is not readable here.")
+    var requireFiles = false
+
+    var credentialPath: String? { keyFile ?? certificate }
+
+    func validate() throws {
+        let token = [teamID, keyID, keyFile].map { $0 != nil }
+        if certificate != nil {
+            guard !token.contains(true) else {
+                throw ValidationError("give either --team-id/--key-id/--key-file or --certificate, not both")
+            }
+        } else {
+            guard !token.contains(false) else {
+                throw ValidationError("give --team-id, --key-id and --key-file (token auth) or --certificate")
+            }
+            if certificatePasswordEnv != nil {
+                throw ValidationError("--certificate-password-env only applies with --certificate")
+            }
+        }
+        if let credentialPath, !credentialPath.hasPrefix("/") {
+            throw ValidationError("the credential path must be absolute (the workers read it): \(credentialPath)")
+        }
+        if let rateLimit, rateLimit <= 0 { throw ValidationError("--rate-limit must be positive") }
+    }
+
+    func run() async throws {
+        let logger = logging.bootstrap(label: "pgpush.apps")
+        let url = try database.resolve()
+        try await reportingFailures {
+            if let path = credentialPath, !FileManager.default.isReadableFile(atPath: path) {
+                let problem = "\(path) is not readable on this host"
+                if requireFiles { throw OperatorError(.failed, problem) }
+                printError("pgpush: warning: \(problem); the workers must be able to read it")
+            }
+            do {
+                try await withOperatorConnection(url, logger: logger) { connection in
+                    try await connection.run("""
+                        INSERT INTO push.apps (id, topic, environment, team_id, key_id, private_key_path,
+                                               certificate_path, certificate_password_env, rate_limit)
+                        VALUES (\(app), \(topic), \(environment.rawValue), \(teamID), \(keyID), \(keyFile),
+                                \(certificate), \(certificatePasswordEnv), \(rateLimit))
+                        """, logger: logger)
+                }
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+                throw OperatorError(.failed, "app \(app) already exists")
+            }
+            print("pgpush: added app \(app) (\(environment.rawValue), \(keyFile != nil ? "token" : "certificate") auth)")
+        }
+    }
+}

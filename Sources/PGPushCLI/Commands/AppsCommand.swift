@@ -1,0 +1,188 @@
+import ArgumentParser
+import Foundation
+import PGPushStore
+import PostgresNIO
+
+struct AppsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apps",
+        abstract: "Register, list, pause and resume apps.",
+        discussion: """
+            An app is one APNs topic with one credential. push.apps holds only where the credential is
+            (a file path, the name of an environment variable), never the key or certificate itself.
+
+            Examples:
+              pgpush apps add news --topic com.example.news --team-id ABCDE12345 --key-id KEY1234567 --key-file /etc/pgpush/news.p8
+              pgpush apps list
+              pgpush apps pause news --reason "wrong key, rotating"
+              pgpush apps resume news
+
+            Exit codes: 0 ok, 1 database error, 2 unknown app, 64 bad usage.
+            """,
+        subcommands: [AppsAddCommand.self, AppsListCommand.self, AppsPauseCommand.self, AppsResumeCommand.self])
+}
+
+struct AppsListCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List apps with their credential kind, rate limit and pause state.",
+        discussion: """
+            --json prints one array of objects: app_id, topic, environment, auth (token or certificate),
+            team_id, key_id, private_key_path, certificate_path, certificate_password_env (the variable's
+            name only), rate_limit, paused_reason, paused_at, created_at.
+
+            Examples:
+              pgpush apps list
+              pgpush apps list --json | jq '.[] | select(.paused_reason != null)'
+
+            Exit codes: 0 ok, 1 database error, 64 bad usage.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    struct Row {
+        var id, topic, environment: String
+        var teamID, keyID, keyPath, certificatePath, passwordEnv: String?
+        var rateLimit: Int32?
+        var pausedReason: String?
+        var pausedAt: Date?
+        var createdAt: Date
+
+        var auth: String { keyPath != nil ? "token" : "certificate" }
+    }
+
+    func run() async throws {
+        let logger = logging.bootstrap(label: "pgpush.apps")
+        let url = try database.resolve()
+        try await reportingFailures {
+            let rows = try await withOperatorConnection(url, logger: logger) { connection in
+                try await connection.run("""
+                    SELECT id, topic, environment, team_id, key_id, private_key_path, certificate_path,
+                           certificate_password_env, rate_limit, paused_reason, paused_at, created_at
+                      FROM push.apps ORDER BY id
+                    """, logger: logger)
+            }
+            let apps = try rows.map { row in
+                let (id, topic, environment, team, key, keyPath, certificate, passwordEnv, rate, reason, pausedAt, created) =
+                    try row.decode((String, String, String, String?, String?, String?, String?, String?, Int32?, String?, Date?, Date).self)
+                return Row(
+                    id: id, topic: topic, environment: environment, teamID: team, keyID: key, keyPath: keyPath,
+                    certificatePath: certificate, passwordEnv: passwordEnv, rateLimit: rate, pausedReason: reason,
+                    pausedAt: pausedAt, createdAt: created)
+            }
+            if json {
+                try printJSON(apps.map { app -> [String: Any] in
+                    [
+                        "app_id": app.id, "topic": app.topic, "environment": app.environment, "auth": app.auth,
+                        "team_id": jsonValue(app.teamID), "key_id": jsonValue(app.keyID),
+                        "private_key_path": jsonValue(app.keyPath), "certificate_path": jsonValue(app.certificatePath),
+                        "certificate_password_env": jsonValue(app.passwordEnv), "rate_limit": jsonValue(app.rateLimit.map { Int($0) }),
+                        "paused_reason": jsonValue(app.pausedReason), "paused_at": jsonValue(Timestamp.string(app.pausedAt)),
+                        "created_at": jsonValue(Timestamp.string(app.createdAt)),
+                    ]
+                })
+                return
+            }
+            guard !apps.isEmpty else {
+                print("no apps: add one with `pgpush apps add`")
+                return
+            }
+            var table = Table(["APP", "TOPIC", "ENV", "AUTH", "CREDENTIAL", "RATE/S", "STATE", "PAUSED SINCE"])
+            for app in apps {
+                let credential = app.keyPath.map { "\($0) (team \(app.teamID ?? "-"), key \(app.keyID ?? "-"))" } ?? app.certificatePath
+                table.append([
+                    app.id, app.topic, app.environment, app.auth, credential, app.rateLimit.map { String($0) },
+                    app.pausedReason.map { "paused: \($0)" } ?? "active", Timestamp.string(app.pausedAt),
+                ])
+            }
+            print(table.render())
+        }
+    }
+}
+
+struct AppsPauseCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pause",
+        abstract: "Stop sending for an app; its jobs wait until it is resumed.",
+        discussion: """
+            Sets paused_reason and paused_at. Workers claim no more work of a paused app; chunks in flight
+            finish. Pausing an app that is already paused replaces the reason.
+
+            Examples:
+              pgpush apps pause news --reason "certificate expired"
+
+            Exit codes: 0 paused, 1 database error, 2 unknown app, 64 bad usage.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Argument(help: "The app id.")
+    var app: String
+
+    @Option(help: "Why, for `apps list` and the paused-apps alert.")
+    var reason: String = "paused by an operator"
+
+    func validate() throws {
+        if reason.isEmpty { throw ValidationError("--reason must not be empty") }
+    }
+
+    func run() async throws {
+        let logger = logging.bootstrap(label: "pgpush.apps")
+        let url = try database.resolve()
+        try await reportingFailures {
+            let rows = try await withOperatorConnection(url, logger: logger) { connection in
+                try await connection.run("""
+                    UPDATE push.apps SET paused_reason = \(reason), paused_at = now(), updated_at = now()
+                     WHERE id = \(app) RETURNING id
+                    """, logger: logger)
+            }
+            guard !rows.isEmpty else { throw OperatorError(.notFound, "unknown app \(app)") }
+            print("pgpush: paused \(app): \(reason)")
+        }
+    }
+}
+
+struct AppsResumeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resume",
+        abstract: "Resume sending for a paused app.",
+        discussion: """
+            Clears paused_reason and paused_at; workers pick the app's waiting jobs up on their next poll.
+            Resuming an app that is not paused does nothing and succeeds.
+
+            Examples:
+              pgpush apps resume news
+
+            Exit codes: 0 resumed (or was not paused), 1 database error, 2 unknown app, 64 bad usage.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Argument(help: "The app id.")
+    var app: String
+
+    func run() async throws {
+        let logger = logging.bootstrap(label: "pgpush.apps")
+        let url = try database.resolve()
+        try await reportingFailures {
+            let rows = try await withOperatorConnection(url, logger: logger) { connection in
+                // The old row's state comes from a self-join: RETURNING sees only the new values.
+                try await connection.run("""
+                    UPDATE push.apps a SET paused_reason = NULL, paused_at = NULL, updated_at = now()
+                      FROM push.apps old
+                     WHERE a.id = \(app) AND old.id = a.id
+                    RETURNING old.paused_reason IS NOT NULL
+                    """, logger: logger)
+            }
+            guard let row = rows.first else { throw OperatorError(.notFound, "unknown app \(app)") }
+            let wasPaused = try row.decode(Bool.self)
+            print(wasPaused ? "pgpush: resumed \(app)" : "pgpush: \(app) was not paused")
+        }
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The arguments of one `push.enqueue` call, from command-line options or a job file.
+struct EnqueueRequest {
+    var appID: String
+    /// The payload as JSON text; the server parses and validates it.
+    var payload: String
+    var pushType: String?
+    var apnsPriority: Int32?
+    var tokens: [String]?
+    var userIDs: [String]?
+    var tags: [String]?
+    var sendAt: Date?
+    var expiresAt: Date?
+    /// Seconds after `send_at` (or now) at which the notification expires; used when `expiresAt` is nil.
+    var ttlSeconds: Double?
+    var collapseID: String?
+    var idempotencyKey: String?
+    var priority: Int32?
+
+    /// The keys a job file may contain: `push.enqueue`'s parameter names.
+    static let fileKeys: Set<String> = [
+        "app_id", "payload", "push_type", "apns_priority", "tokens", "user_ids", "tags", "send_at", "expires_at",
+        "collapse_id", "idempotency_key", "priority",
+    ]
+
+    /// Reads a job file: one JSON object whose keys are `push.enqueue`'s parameters. `payload` may be a JSON
+    /// object or a string holding one.
+    static func load(jobFile data: Data, name: String) throws -> EnqueueRequest {
+        func fail(_ message: String) -> OperatorError { OperatorError(.failed, "\(name): \(message)") }
+        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            throw fail("not a JSON object")
+        }
+        if let unknown = object.keys.filter({ !fileKeys.contains($0) }).sorted().first {
+            throw fail("unknown key \"\(unknown)\" (expected one of: \(fileKeys.sorted().joined(separator: ", ")))")
+        }
+        func string(_ key: String) throws -> String? {
+            guard let value = object[key], !(value is NSNull) else { return nil }
+            guard let text = value as? String else { throw fail("\(key) must be a string") }
+            return text
+        }
+        func strings(_ key: String) throws -> [String]? {
+            guard let value = object[key], !(value is NSNull) else { return nil }
+            guard let list = value as? [String] else { throw fail("\(key) must be a list of strings") }
+            return list
+        }
+        func integer(_ key: String) throws -> Int32? {
+            guard let value = object[key], !(value is NSNull) else { return nil }
+            guard let number = value as? NSNumber, let exact = Int32(exactly: number.doubleValue)
+            else { throw fail("\(key) must be an integer") }
+            return exact
+        }
+        func date(_ key: String) throws -> Date? {
+            guard let text = try string(key) else { return nil }
+            guard let date = Timestamp.parse(text) else { throw fail("\(key) is not an ISO 8601 time: \(text)") }
+            return date
+        }
+        guard let appID = try string("app_id") else { throw fail("app_id is required") }
+        let payload: String
+        switch object["payload"] {
+        case let text as String:
+            payload = text
+        case let value? where !(value is NSNull):
+            payload = String(decoding: try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]), as: UTF8.self)
+        default:
+            throw fail("payload is required")
+        }
+        return EnqueueRequest(
+            appID: appID, payload: payload, pushType: try string("push_type"), apnsPriority: try integer("apns_priority"),
+            tokens: try strings("tokens"), userIDs: try strings("user_ids"), tags: try strings("tags"),
+            sendAt: try date("send_at"), expiresAt: try date("expires_at"), ttlSeconds: nil,
+            collapseID: try string("collapse_id"), idempotencyKey: try string("idempotency_key"),
+            priority: try integer("priority"))
+    }
+
+    /// Calls `push.enqueue` with every value bound as a parameter; NULLs take the function's defaults (the
+    /// validation trigger fills them in). Returns the job id.
+    func enqueue(on connection: PostgresConnection, logger: Logger) async throws -> Int64 {
+        let rows = try await connection.query("""
+            SELECT push.enqueue(
+                app_id => \(appID)::text,
+                payload => \(payload)::jsonb,
+                push_type => \(pushType)::text,
+                apns_priority => \(apnsPriority)::integer,
+                tokens => \(tokens)::text[],
+                user_ids => \(userIDs)::text[],
+                tags => \(tags)::text[],
+                send_at => \(sendAt)::timestamptz,
+                expires_at => coalesce(\(expiresAt)::timestamptz,
+                                       coalesce(\(sendAt)::timestamptz, now()) + make_interval(secs => \(ttlSeconds)::double precision)),
+                collapse_id => \(collapseID)::text,
+                idempotency_key => \(idempotencyKey)::text,
+                priority => \(priority)::integer)
+            """, logger: logger).collect()
+        guard let id = try rows.first?.decode(Int64.self) else {
+            throw OperatorError(.failed, "push.enqueue returned no job id")
+        }
+        return id
+    }
+}

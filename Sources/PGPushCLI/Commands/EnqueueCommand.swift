@@ -1,0 +1,174 @@
+import ArgumentParser
+import Foundation
+import PGPushStore
+import PostgresNIO
+
+struct EnqueueCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "enqueue",
+        abstract: "Queue a broadcast (calls push.enqueue) and print its job id.",
+        discussion: """
+            Give the payload as JSON (--payload), a file (--payload-file, - for stdin) or just an alert text
+            (--alert). The audience is at most one of --token, --user or --tag (each repeatable); without one,
+            every device of the app. Alternatively --file reads a JSON object with push.enqueue's parameter
+            names (app_id, payload, push_type, tokens, user_ids, tags, send_at, expires_at, collapse_id,
+            idempotency_key, priority, apns_priority). All values are sent as bound parameters; the database
+            validates them, and its message is printed as is.
+
+            Prints the job id (--json: {"job_id": N}). With --wait it then follows the job like `pgpush watch`.
+
+            Examples:
+              pgpush enqueue --app news --alert "Breaking: …" --tag breaking
+              pgpush enqueue --app news --payload '{"aps":{"alert":"Hi"}}' --token 3f2a… --ttl 3600
+              pgpush enqueue --app news --payload-file promo.json --user 42 --user 43 --send-at 2026-12-01T09:00:00Z
+              pgpush enqueue --file job.json --json --wait --timeout 600
+
+            Exit codes: 0 queued (with --wait: the job is done), 1 rejected by the database or a database
+            error (with --wait: the job failed), 2 unknown app, 3 with --wait: the job was cancelled,
+            124 --timeout passed, 64 bad usage.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Option(help: "A JSON file with push.enqueue's parameters (instead of the options below).")
+    var file: String?
+
+    @Option(help: "The app id.")
+    var app: String?
+
+    @Option(help: "The payload as a JSON object, e.g. '{\"aps\":{\"alert\":\"Hi\"}}'.")
+    var payload: String?
+
+    @Option(help: "Read the payload JSON from this file (- for stdin).")
+    var payloadFile: String?
+
+    @Option(help: "Send {\"aps\":{\"alert\": TEXT}} as the payload.")
+    var alert: String?
+
+    @Option(help: "alert, background, voip, … (default alert).")
+    var pushType: String?
+
+    @Option(help: "10, 5 or 1 (default 10; 5 for background).")
+    var apnsPriority: Int32?
+
+    @Option(name: .customLong("token"), help: "Send to this device token (repeatable).")
+    var tokens: [String] = []
+
+    @Option(name: .customLong("user"), help: "Send to this user's devices (repeatable).")
+    var users: [String] = []
+
+    @Option(name: .customLong("tag"), help: "Send to devices with this tag (repeatable).")
+    var tags: [String] = []
+
+    @Option(help: "Do not send before this time (ISO 8601, e.g. 2026-12-01T09:00:00Z).")
+    var sendAt: String?
+
+    @Option(help: "Drop what is not sent by this time (ISO 8601).")
+    var expiresAt: String?
+
+    @Option(help: "Expire this many seconds after --send-at (or now).")
+    var ttl: Double?
+
+    @Option(help: "apns-collapse-id (at most 64 bytes).")
+    var collapseID: String?
+
+    @Option(help: "Enqueueing twice with the same key returns the first job.")
+    var idempotencyKey: String?
+
+    @Option(help: "Queue priority: higher goes first (default 0).")
+    var priority: Int32?
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    @Flag(help: "Follow the job's progress until it ends.")
+    var wait = false
+
+    @Option(help: "With --wait: give up after this many seconds (exit 124).")
+    var timeout: Double?
+
+    @Option(help: "With --wait: seconds between polls.")
+    var interval: Double = 1
+
+    func validate() throws {
+        if file != nil {
+            let conflicting = [app, payload, payloadFile, alert, pushType, sendAt, expiresAt, collapseID, idempotencyKey]
+                .contains { $0 != nil } || apnsPriority != nil || priority != nil || ttl != nil
+                || !tokens.isEmpty || !users.isEmpty || !tags.isEmpty
+            if conflicting { throw ValidationError("--file carries the whole job: give no other job options with it") }
+        } else {
+            guard app != nil else { throw ValidationError("give --app (or --file)") }
+            guard [payload, payloadFile, alert].compactMap({ $0 }).count == 1 else {
+                throw ValidationError("give exactly one of --payload, --payload-file and --alert")
+            }
+        }
+        if expiresAt != nil, ttl != nil { throw ValidationError("give --expires-at or --ttl, not both") }
+        if let ttl, !(ttl > 0) { throw ValidationError("--ttl must be a positive number of seconds") }
+        for (name, value) in [("--send-at", sendAt), ("--expires-at", expiresAt)] {
+            if let value, Timestamp.parse(value) == nil {
+                throw ValidationError("\(name) is not an ISO 8601 time (e.g. 2026-12-01T09:00:00Z): \(value)")
+            }
+        }
+        if timeout != nil, !wait { throw ValidationError("--timeout only applies with --wait") }
+        try WatchCommand.validate(interval: interval, timeout: timeout)
+    }
+
+    func run() async throws {
+        let logger = logging.bootstrap(label: "pgpush.enqueue")
+        let url = try database.resolve()
+        try await reportingFailures {
+            let request = try makeRequest()
+            try await withOperatorConnection(url, logger: logger) { connection in
+                let jobID: Int64
+                do {
+                    jobID = try await request.enqueue(on: connection, logger: logger)
+                } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23503" {
+                    // push.validate_job raises foreign_key_violation for an unknown app_id.
+                    throw OperatorError(.notFound, describeDatabaseError(error))
+                }
+                if json {
+                    try printJSON(["job_id": jobID])
+                } else {
+                    print(jobID)
+                }
+                flushStandardOutput()
+                guard wait else { return }
+                let watcher = JobWatcher(
+                    jobID: jobID, interval: .seconds(fromOption: interval),
+                    timeout: timeout.map(Duration.seconds(fromOption:)),
+                    output: JobWatcher.defaultOutput(json: json), logger: logger)
+                try await watcher.watch(on: connection)
+            }
+        }
+    }
+
+    private func makeRequest() throws -> EnqueueRequest {
+        if let file {
+            return try EnqueueRequest.load(jobFile: try readInput(file), name: file)
+        }
+        let payloadText: String
+        if let payload {
+            payloadText = payload
+        } else if let payloadFile {
+            payloadText = String(decoding: try readInput(payloadFile), as: UTF8.self)
+        } else {
+            let data = try JSONSerialization.data(withJSONObject: ["aps": ["alert": alert ?? ""]], options: [.sortedKeys])
+            payloadText = String(decoding: data, as: UTF8.self)
+        }
+        return EnqueueRequest(
+            appID: app ?? "", payload: payloadText, pushType: pushType, apnsPriority: apnsPriority,
+            tokens: tokens.isEmpty ? nil : tokens, userIDs: users.isEmpty ? nil : users, tags: tags.isEmpty ? nil : tags,
+            sendAt: sendAt.flatMap(Timestamp.parse), expiresAt: expiresAt.flatMap(Timestamp.parse), ttlSeconds: ttl,
+            collapseID: collapseID, idempotencyKey: idempotencyKey, priority: priority)
+    }
+}
+
+/// The contents of a file named on the command line, `-` meaning standard input.
+func readInput(_ path: String) throws -> Data {
+    if path == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw OperatorError(.failed, "cannot read \(path)")
+    }
+    return data
+}

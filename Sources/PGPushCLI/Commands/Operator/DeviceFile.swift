@@ -1,0 +1,192 @@
+import ArgumentParser
+import Foundation
+
+/// The layouts `pgpush devices import` reads.
+enum DeviceFileFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
+    /// One token per line; blank lines and lines starting with `#` are skipped.
+    case lines
+    /// Comma-separated with a header naming the columns: `token` and optionally `user_id`, `tags`.
+    /// Fields may be double-quoted (RFC 4180), so a field can hold a comma, a quote or a line break.
+    case csv
+    /// Tab-separated with the same header; no quoting.
+    case tsv
+
+    /// `.csv` → csv, `.tsv`/`.tab` → tsv, anything else (and stdin) → lines.
+    static func guess(path: String) -> DeviceFileFormat {
+        switch URL(fileURLWithPath: path).pathExtension.lowercased() {
+        case "csv": .csv
+        case "tsv", "tab": .tsv
+        default: .lines
+        }
+    }
+}
+
+/// One device to import, with the line of the file it came from (for error messages).
+struct DeviceRecord: Equatable, Sendable {
+    var line: Int
+    var token: String
+    var userID: String?
+    var tags: [String]
+}
+
+/// A parsed device file: its records and which optional columns it has (a column the file does not have
+/// leaves the stored value alone on re-import).
+struct DeviceFile: Sendable {
+    var records: [DeviceRecord]
+    var hasUserIDs: Bool
+    var hasTags: Bool
+
+    /// Parses the whole file, or throws naming the first bad line; nothing is partially accepted.
+    static func parse(_ text: String, format: DeviceFileFormat) throws(OperatorError) -> DeviceFile {
+        let text = text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text
+        switch format {
+        case .lines:
+            var records: [DeviceRecord] = []
+            for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
+                let field = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+                if field.isEmpty || field.hasPrefix("#") { continue }
+                records.append(DeviceRecord(line: index + 1, token: try token(field, line: index + 1), userID: nil, tags: []))
+            }
+            return DeviceFile(records: records, hasUserIDs: false, hasTags: false)
+        case .csv:
+            return try table(try CSVReader.records(text), format: format)
+        case .tsv:
+            let rows = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated().map { index, line in
+                (line: index + 1, fields: line.split(separator: "\t", omittingEmptySubsequences: false).map {
+                    String($0).trimmingCharacters(in: CharacterSet(charactersIn: "\r"))
+                })
+            }
+            return try table(rows, format: format)
+        }
+    }
+
+    static let columns = ["token", "user_id", "tags"]
+
+    private static func table(_ rows: [(line: Int, fields: [String])], format: DeviceFileFormat) throws(OperatorError) -> DeviceFile {
+        let rows = rows.filter { !($0.fields.count == 1 && $0.fields[0].trimmingCharacters(in: .whitespaces).isEmpty) }
+        guard let header = rows.first else { return DeviceFile(records: [], hasUserIDs: false, hasTags: false) }
+        let names = header.fields.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        guard let tokenColumn = names.firstIndex(of: "token"),
+              names.allSatisfy(columns.contains), Set(names).count == names.count
+        else {
+            throw OperatorError(.failed, "line \(header.line): expected a header naming the columns \(columns.joined(separator: format == .csv ? "," : "<tab>")) (token required), found \(names.joined(separator: ","))")
+        }
+        let userColumn = names.firstIndex(of: "user_id")
+        let tagColumn = names.firstIndex(of: "tags")
+        var records: [DeviceRecord] = []
+        for row in rows.dropFirst() {
+            guard row.fields.count == names.count else {
+                throw OperatorError(.failed, "line \(row.line): \(row.fields.count) fields, the header has \(names.count); nothing was imported")
+            }
+            let user = userColumn.map { row.fields[$0].trimmingCharacters(in: .whitespaces) }
+            records.append(DeviceRecord(
+                line: row.line,
+                token: try token(row.fields[tokenColumn], line: row.line),
+                userID: user?.isEmpty == false ? user : nil,
+                tags: tagColumn.map { tags(row.fields[$0]) } ?? []))
+        }
+        return DeviceFile(records: records, hasUserIDs: userColumn != nil, hasTags: tagColumn != nil)
+    }
+
+    /// Lowercases and checks a token: 64 to 200 hex characters, as push.devices requires.
+    static func token(_ raw: String, line: Int) throws(OperatorError) -> String {
+        let token = raw.trimmingCharacters(in: .whitespaces).lowercased()
+        let isHex = token.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+        guard isHex, (64...200).contains(token.utf8.count) else {
+            let shown = token.isEmpty ? "(empty)" : "'\(token.prefix(8))\(token.count > 8 ? "…" : "")'"
+            throw OperatorError(.failed, "line \(line): invalid device token \(shown): a token is 64 to 200 hex characters; nothing was imported")
+        }
+        return token
+    }
+
+    /// Tags separated by `|` or `;`, trimmed, empty ones dropped, duplicates removed (first kept).
+    static func tags(_ field: String) -> [String] {
+        var seen = Set<String>()
+        return field.split(whereSeparator: { $0 == "|" || $0 == ";" })
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && seen.insert($0).inserted }
+    }
+}
+
+/// RFC 4180 records with the line each starts on; a quoted field may span lines.
+enum CSVReader {
+    static func records(_ text: String) throws(OperatorError) -> [(line: Int, fields: [String])] {
+        var records: [(line: Int, fields: [String])] = []
+        var fields: [String] = []
+        var field = ""
+        var line = 1
+        var recordLine = 1
+        var inQuotes = false
+        var quotedFieldLine = 1
+        var characters = text.makeIterator()
+        var pending: Character?
+        while let character = pending ?? characters.next() {
+            pending = nil
+            if inQuotes {
+                if character == "\"" {
+                    let next = characters.next()
+                    if next == "\"" {
+                        field.append("\"")
+                    } else {
+                        inQuotes = false
+                        pending = next
+                    }
+                } else {
+                    if character == "\n" || character == "\r\n" { line += 1 }
+                    field.append(character)
+                }
+                continue
+            }
+            switch character {
+            case "\"" where field.isEmpty:
+                inQuotes = true
+                quotedFieldLine = line
+            case ",":
+                fields.append(field)
+                field = ""
+            case "\n", "\r\n":
+                fields.append(field)
+                records.append((recordLine, fields))
+                fields = []
+                field = ""
+                line += 1
+                recordLine = line
+            case "\r":
+                continue
+            default:
+                field.append(character)
+            }
+        }
+        if inQuotes {
+            throw OperatorError(.failed, "line \(quotedFieldLine): unterminated quoted field; nothing was imported")
+        }
+        if !field.isEmpty || !fields.isEmpty {
+            fields.append(field)
+            records.append((recordLine, fields))
+        }
+        return records
+    }
+}
+
+/// PostgreSQL COPY text format: `\N` is NULL; backslash, tab, line feed and carriage return are escaped.
+enum CopyText {
+    static func field(_ value: String?) -> String {
+        guard let value else { return "\\N" }
+        var escaped = ""
+        escaped.reserveCapacity(value.utf8.count)
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\\": escaped += "\\\\"
+            case "\t": escaped += "\\t"
+            case "\n": escaped += "\\n"
+            case "\r": escaped += "\\r"
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
+    static func row(_ values: [String?]) -> String {
+        values.map(field).joined(separator: "\t") + "\n"
+    }
+}
