@@ -8,6 +8,11 @@ struct PGPushCommand: AsyncParsableCommand {
         subcommands: [
             MigrateCommand.self,
             BenchCommand.self,
+            EnqueueCommand.self,
+            WatchCommand.self,
+            StatsCommand.self,
+            AppsCommand.self,
+            DevicesCommand.self,
             SimulatorCommand.self,
         ]
     )
