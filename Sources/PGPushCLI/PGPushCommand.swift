@@ -7,6 +7,7 @@ struct PGPushCommand: AsyncParsableCommand {
         abstract: "Bulk push dispatcher: PostgreSQL queue, APNs over HTTP/2.",
         subcommands: [
             MigrateCommand.self,
+            WorkerCommand.self,
             BenchCommand.self,
             EnqueueCommand.self,
             WatchCommand.self,

@@ -1,0 +1,179 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Metrics
+import PGPushCore
+import PGPushDispatcher
+import PGPushStore
+import PostgresNIO
+import Prometheus
+import ServiceLifecycle
+
+struct WorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker",
+        abstract: "Claim broadcasts from PostgreSQL and send them to APNs (run as many as you like).",
+        discussion: """
+            Every option can also be set by the environment variable shown; a flag wins over the variable.
+            Credentials always come from each app's push.apps row; --apns-endpoint only redirects the traffic.
+
+            Examples:
+              pgpush worker --database-url postgres://pgpush_worker@db/push --credentials-dir /etc/pgpush/credentials
+              pgpush worker --database-url $DATABASE_URL --apns-endpoint https://127.0.0.1:2197 \\
+                            --apns-ca-file .pgpush-simulator/ca.pem
+
+            Signals: SIGTERM or SIGINT stop claiming, drain in-flight requests within --grace-period, write
+            every result, give the unsent rest back to the queue and exit 0.
+            Exit codes: 0 clean shutdown, 1 runtime failure, 64 bad usage or configuration.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Option(help: "Send every app's traffic to this base URL, e.g. a simulator or staging relay (env: PGPUSH_APNS_ENDPOINT).")
+    var apnsEndpoint: String?
+    @Option(help: "Extra trusted CA certificates (PEM) for --apns-endpoint (env: PGPUSH_APNS_CA_FILE).")
+    var apnsCaFile: String?
+    @Option(help: "Key and certificate paths in push.apps must resolve inside this directory (env: PGPUSH_CREDENTIALS_DIR).")
+    var credentialsDir: String?
+    @Option(help: "HTTP/2 connections per app (env: PGPUSH_CONNECTIONS_PER_APP; default 2).")
+    var connectionsPerApp: Int?
+    @Option(help: "Devices per chunk when a job is expanded (env: PGPUSH_CHUNK_SIZE; default 1000).")
+    var chunkSize: Int?
+    @Option(help: "Chunks held at once, sending plus prefetched (env: PGPUSH_MAX_ACTIVE_CHUNKS; default 4).")
+    var maxActiveChunks: Int?
+    @Option(help: "Seconds a graceful shutdown may drain in-flight requests (env: PGPUSH_GRACE_PERIOD; default 30).")
+    var gracePeriod: Double?
+    @Option(help: "Seconds a claim stays valid without a heartbeat (env: PGPUSH_LEASE; default 30).")
+    var lease: Double?
+    @Option(help: "Seconds between lease renewals (env: PGPUSH_HEARTBEAT_INTERVAL; default 10).")
+    var heartbeatInterval: Double?
+    @Option(help: "Seconds between polls when no NOTIFY arrives (env: PGPUSH_POLL_INTERVAL; default 1).")
+    var pollInterval: Double?
+    @Option(help: "Attempts per token for transient failures (env: PGPUSH_MAX_ATTEMPTS; default 8).")
+    var maxAttempts: Int?
+    @Option(help: "Seconds of the first retry's backoff cap (env: PGPUSH_RETRY_BASE_DELAY; default 5).")
+    var retryBaseDelay: Double?
+    @Option(help: "Largest retry backoff in seconds (env: PGPUSH_RETRY_MAX_DELAY; default 600).")
+    var retryMaxDelay: Double?
+    @Option(help: "Per-request deadline in seconds (env: PGPUSH_REQUEST_TIMEOUT; default 15).")
+    var requestTimeout: Double?
+    @Option(help: "APNs configuration errors tolerated before an app is paused (env: PGPUSH_PAUSE_AFTER_CONFIG_ERRORS; default 3).")
+    var pauseAfterConfigErrors: Int?
+    @Option(help: "Share of BadDeviceToken answers that trips the wrong-environment valve (env: PGPUSH_BAD_DEVICE_TOKEN_SHARE; default 0.2).")
+    var badDeviceTokenShare: Double?
+    @Option(help: "Answers a job needs before the valve can trip (env: PGPUSH_BAD_DEVICE_TOKEN_MIN_ANSWERS; default 1000).")
+    var badDeviceTokenMinAnswers: Int?
+    @Option(help: "Seconds after which the fleet's provider token is refreshed (env: PGPUSH_TOKEN_REFRESH_AFTER; default 3000).")
+    var tokenRefreshAfter: Double?
+    @Option(help: "Seconds between maintenance passes: partitions, stuck jobs, pruning (env: PGPUSH_MAINTENANCE_INTERVAL; default 5).")
+    var maintenanceInterval: Double?
+    @Option(help: "PostgreSQL connections this worker may open (env: PGPUSH_DB_CONNECTIONS; default 6).")
+    var dbConnections: Int?
+    @Option(help: "This worker's id in leases and the registry (env: PGPUSH_WORKER_ID; default host:pid:random).")
+    var workerId: String?
+    @Option(help: "Address for /metrics, /healthz and /readyz (env: PGPUSH_METRICS_HOST; default 0.0.0.0).")
+    var metricsHost: String?
+    @Option(help: "Port for /metrics, /healthz and /readyz; 0 picks a free one, -1 disables (env: PGPUSH_METRICS_PORT; default 9464).")
+    var metricsPort: Int?
+
+    func run() async throws {
+        let logger = logging.bootstrap(label: "pgpush.worker")
+        let url = try database.resolve()
+        var configuration = try workerConfiguration()
+        if configuration.apnsEndpointOverride == nil, configuration.apnsCAFile != nil {
+            throw ValidationError("--apns-ca-file needs --apns-endpoint")
+        }
+        configuration.databaseConnections = max(3, configuration.databaseConnections)
+
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let client = PostgresClient(
+            configuration: try url.clientConfiguration(maximumConnections: configuration.databaseConnections),
+            backgroundLogger: logger)
+        let worker = Worker(configuration: configuration, client: client, logger: logger)
+
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client)]
+        let port = try setting(metricsPort, "PGPUSH_METRICS_PORT") ?? 9464
+        if port >= 0 {
+            let server = MetricsServer(
+                host: try setting(metricsHost, "PGPUSH_METRICS_HOST") ?? "0.0.0.0", port: port, registry: registry,
+                logger: logger, isReady: { worker.isReady })
+            services.append(.init(service: server))
+        }
+        services.append(.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup))
+        var group = ServiceGroupConfiguration(
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)
+        group.maximumGracefulShutdownDuration = configuration.gracePeriod + .seconds(10)
+        group.maximumCancellationDuration = .seconds(5)
+        try await ServiceGroup(configuration: group).run()
+    }
+
+    private func workerConfiguration() throws -> WorkerConfiguration {
+        var configuration = WorkerConfiguration()
+        if let value = try setting(workerId, "PGPUSH_WORKER_ID") { configuration.workerID = value }
+        configuration.apnsEndpointOverride = try setting(apnsEndpoint, "PGPUSH_APNS_ENDPOINT")
+        configuration.apnsCAFile = try setting(apnsCaFile, "PGPUSH_APNS_CA_FILE")
+        configuration.credentialsDirectory = try setting(credentialsDir, "PGPUSH_CREDENTIALS_DIR")
+        if let value = try setting(connectionsPerApp, "PGPUSH_CONNECTIONS_PER_APP") {
+            guard value >= 1 else { throw ValidationError("--connections-per-app must be at least 1") }
+            configuration.connectionsPerApp = value
+        }
+        if let value = try setting(chunkSize, "PGPUSH_CHUNK_SIZE") {
+            guard (1...100_000).contains(value) else { throw ValidationError("--chunk-size must be between 1 and 100000") }
+            configuration.chunkSize = value
+        }
+        if let value = try setting(maxActiveChunks, "PGPUSH_MAX_ACTIVE_CHUNKS") {
+            guard value >= 1 else { throw ValidationError("--max-active-chunks must be at least 1") }
+            configuration.maximumActiveChunks = value
+        }
+        if let value = try setting(gracePeriod, "PGPUSH_GRACE_PERIOD") { configuration.gracePeriod = try positive(value, "--grace-period") }
+        if let value = try setting(lease, "PGPUSH_LEASE") { configuration.lease = try positive(value, "--lease") }
+        if let value = try setting(heartbeatInterval, "PGPUSH_HEARTBEAT_INTERVAL") {
+            configuration.heartbeatInterval = try positive(value, "--heartbeat-interval")
+        }
+        guard configuration.heartbeatInterval < configuration.lease else {
+            throw ValidationError("--heartbeat-interval must be shorter than --lease")
+        }
+        if let value = try setting(pollInterval, "PGPUSH_POLL_INTERVAL") { configuration.pollInterval = try positive(value, "--poll-interval") }
+        if let value = try setting(maxAttempts, "PGPUSH_MAX_ATTEMPTS") {
+            guard value >= 1 else { throw ValidationError("--max-attempts must be at least 1") }
+            configuration.retryPolicy.maxAttempts = value
+        }
+        if let value = try setting(retryBaseDelay, "PGPUSH_RETRY_BASE_DELAY") {
+            configuration.retryPolicy.baseDelay = try positive(value, "--retry-base-delay")
+        }
+        if let value = try setting(retryMaxDelay, "PGPUSH_RETRY_MAX_DELAY") {
+            configuration.retryPolicy.maxDelay = try positive(value, "--retry-max-delay")
+        }
+        if let value = try setting(requestTimeout, "PGPUSH_REQUEST_TIMEOUT") {
+            configuration.requestTimeout = try positive(value, "--request-timeout")
+        }
+        if let value = try setting(pauseAfterConfigErrors, "PGPUSH_PAUSE_AFTER_CONFIG_ERRORS") {
+            configuration.pauseAfterConfigurationErrors = max(1, value)
+        }
+        if let value = try setting(badDeviceTokenShare, "PGPUSH_BAD_DEVICE_TOKEN_SHARE") {
+            guard value > 0 && value <= 1 else { throw ValidationError("--bad-device-token-share must be in (0, 1]") }
+            configuration.badDeviceTokenShare = value
+        }
+        if let value = try setting(badDeviceTokenMinAnswers, "PGPUSH_BAD_DEVICE_TOKEN_MIN_ANSWERS") {
+            configuration.badDeviceTokenMinimumAnswers = max(1, value)
+        }
+        if let value = try setting(tokenRefreshAfter, "PGPUSH_TOKEN_REFRESH_AFTER") {
+            guard value > 0 else { throw ValidationError("--token-refresh-after must be positive") }
+            // Shorter refreshes (for tests) lower the minimum age with them, keeping the 20/50/60 proportions.
+            configuration.providerTokenPolicy = ProviderTokenRefreshPolicy(
+                refreshAfter: value, minimumAge: min(20 * 60, value * 0.4), maximumAge: 60 * 60)
+        }
+        if let value = try setting(maintenanceInterval, "PGPUSH_MAINTENANCE_INTERVAL") {
+            configuration.maintenanceInterval = try positive(value, "--maintenance-interval")
+        }
+        if let value = try setting(dbConnections, "PGPUSH_DB_CONNECTIONS") { configuration.databaseConnections = value }
+        return configuration
+    }
+
+    private func positive(_ seconds: Double, _ name: String) throws -> Duration {
+        guard seconds > 0 else { throw ValidationError("\(name) must be positive") }
+        return .seconds(seconds)
+    }
+}

@@ -1,0 +1,62 @@
+import Logging
+import PGPushStore
+import Synchronization
+
+/// Counts configuration errors per app and pauses an app after the first few, so a wrong credential or topic
+/// never burns through a broadcast. The pause itself is written by the worker loop (``drainPauses()``).
+final class AppHealth: Sendable {
+    private struct State {
+        var errors: [String: Int] = [:]
+        var lastReason: [String: String] = [:]
+        var paused: Set<String> = []
+        var pendingPauses: [String: String] = [:]
+    }
+
+    private let state = Mutex(State())
+    let threshold: Int
+
+    init(threshold: Int) {
+        self.threshold = max(1, threshold)
+    }
+
+    func isPaused(_ app: String) -> Bool {
+        state.withLock { $0.paused.contains(app) }
+    }
+
+    func recordSuccess(_ app: String) {
+        state.withLock { state in
+            if state.errors[app] != nil { state.errors[app] = 0 }
+        }
+    }
+
+    func recordConfigurationError(_ app: String, reason: String) {
+        state.withLock { state in
+            let count = (state.errors[app] ?? 0) + 1
+            state.errors[app] = count
+            state.lastReason[app] = reason
+            if count >= threshold && !state.paused.contains(app) {
+                state.paused.insert(app)
+                state.pendingPauses[app] = reason
+            }
+        }
+    }
+
+    /// Pauses to write to `push.apps`, each once.
+    func drainPauses() -> [String: String] {
+        state.withLock { state in
+            defer { state.pendingPauses = [:] }
+            return state.pendingPauses
+        }
+    }
+
+    /// Syncs with the database: an app whose `paused_reason` was cleared (`pgpush apps resume`) starts again.
+    func sync(pausedInDatabase: Set<String>) {
+        state.withLock { state in
+            for app in state.paused where !pausedInDatabase.contains(app) && state.pendingPauses[app] == nil {
+                state.paused.remove(app)
+                state.errors[app] = 0
+            }
+            state.paused.formUnion(pausedInDatabase)
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import Logging
+import NIOCore
+import PGPushAPNs
+import PGPushCore
+import PGPushStore
+
+/// One connection pool per app, built on first use from the app's `push.apps` row. A credential that cannot
+/// be used (outside the credentials directory, unreadable, not a key) pauses the app with a reason that names
+/// the column and the problem, never the file's contents.
+public actor AppRegistry {
+    private let configuration: WorkerConfiguration
+    private let store: QueueStore
+    private let logger: Logger
+    private let resolver: CredentialResolver
+    private var apps: [String: AppRecord] = [:]
+    private var senders: [String: AppSender] = [:]
+    private var poolTasks: [String: Task<Void, Never>] = [:]
+    private var tokenSources: [String: SharedProviderTokenSource] = [:]
+    private var liveWorkers = 1
+
+    public init(configuration: WorkerConfiguration, store: QueueStore, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.logger = logger
+        self.resolver = CredentialResolver(directory: configuration.credentialsDirectory)
+    }
+
+    /// Re-reads the app rows: rate limits and pauses take effect without a restart; a changed credential
+    /// location gets a new pool.
+    public func reload() async throws {
+        let fresh = try await store.apps()
+        for (id, sender) in senders {
+            guard let row = fresh[id] else {
+                retire(id)
+                continue
+            }
+            if row.privateKeyPath != sender.app.privateKeyPath || row.certificatePath != sender.app.certificatePath
+                || row.teamID != sender.app.teamID || row.keyID != sender.app.keyID
+                || row.environment != sender.app.environment || row.topic != sender.app.topic
+                || (row.rateLimit == nil) != (sender.rateLimiter == nil) {
+                retire(id)
+            } else if let limit = row.rateLimit {
+                sender.rateLimiter?.update(fleetRatePerSecond: Double(limit), liveWorkers: liveWorkers)
+            }
+        }
+        apps = fresh
+    }
+
+    /// Tells every rate limiter how many workers share the fleet's limits now.
+    public func setLiveWorkers(_ count: Int) {
+        liveWorkers = max(1, count)
+        for sender in senders.values {
+            if let limit = sender.app.rateLimit {
+                sender.rateLimiter?.update(fleetRatePerSecond: Double(limit), liveWorkers: liveWorkers)
+            }
+        }
+    }
+
+    /// The sender for an app, or `nil` when the app is unknown or its credential is unusable (the app is then
+    /// paused with the reason).
+    public func sender(for appID: String) async -> AppSender? {
+        if let sender = senders[appID] { return sender }
+        if apps[appID] == nil { try? await reload() }
+        guard let app = apps[appID] else { return nil }
+        do {
+            let sender = try makeSender(app)
+            senders[appID] = sender
+            let pool = sender.pool
+            poolTasks[appID] = Task {
+                do {
+                    try await pool.run()
+                } catch {
+                    self.logger.error("connection pool stopped", metadata: ["app": "\(appID)", "error": "\(error)"])
+                }
+            }
+            return sender
+        } catch {
+            let reason = "credential: \(error.description)"
+            logger.error("pausing app: its credential cannot be used", metadata: ["app": "\(appID)", "reason": "\(reason)"])
+            _ = try? await store.pauseApp(appID, reason: reason)
+            return nil
+        }
+    }
+
+    /// Every pool this worker runs, for metrics.
+    public func activePools() -> [(appID: String, pool: APNsConnectionPool)] {
+        senders.map { ($0.key, $0.value.pool) }
+    }
+
+    /// Stops every pool (their in-flight requests have been drained by then).
+    public func shutdown() async {
+        let tasks = poolTasks.values
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+        poolTasks = [:]
+        senders = [:]
+    }
+
+    private func retire(_ appID: String) {
+        poolTasks.removeValue(forKey: appID)?.cancel()
+        senders.removeValue(forKey: appID)
+    }
+
+    private func makeSender(_ app: AppRecord) throws(PGPushError) -> AppSender {
+        var client = APNsClientConfiguration()
+        if let override = configuration.apnsEndpointOverride {
+            do {
+                client.endpoint = try APNsEndpoint(url: override)
+            } catch {
+                throw PGPushError(.invalidConfiguration, "--apns-endpoint \(override) is not a valid https URL")
+            }
+        } else {
+            client.endpoint = .apple(APNsEnvironment(rawValue: app.environment) ?? .production)
+        }
+        client.additionalTrustRootsPEMFile = configuration.apnsCAFile
+        client.connectionsPerPool = configuration.connectionsPerApp
+        client.requestTimeout = configuration.requestTimeout
+
+        let credentials: APNsCredentials
+        if let keyPath = app.privateKeyPath, let teamID = app.teamID, let keyID = app.keyID {
+            let pem = try resolver.read(keyPath, column: "private_key_path")
+            let signer: ProviderTokenSigner
+            do {
+                signer = try ProviderTokenSigner(teamID: teamID, keyID: keyID, privateKeyPEM: pem)
+            } catch {
+                throw PGPushError(.invalidCredential, "private_key_path \(keyPath) is not a usable P-256 .p8 key")
+            }
+            let sourceKey = "\(teamID):\(keyID)"
+            let source = tokenSources[sourceKey] ?? SharedProviderTokenSource(
+                signer: signer, store: store, policy: configuration.providerTokenPolicy, logger: logger)
+            tokenSources[sourceKey] = source
+            credentials = .token(source)
+        } else if let certificatePath = app.certificatePath {
+            let resolved = try resolver.resolve(certificatePath, column: "certificate_path")
+            var passphrase: String?
+            if let variable = app.certificatePasswordEnv {
+                guard let value = ProcessInfo.processInfo.environment[variable] else {
+                    throw PGPushError(.credentialUnreadable, "certificate_password_env \(variable) is not set in the worker's environment")
+                }
+                passphrase = value
+            }
+            do {
+                let lowered = resolved.lowercased()
+                if lowered.hasSuffix(".p12") || lowered.hasSuffix(".pfx") {
+                    credentials = .certificate(try APNsClientCertificate(pkcs12File: resolved, passphrase: passphrase))
+                } else {
+                    credentials = .certificate(try APNsClientCertificate(pemFile: resolved, passphrase: passphrase))
+                }
+            } catch {
+                throw PGPushError(.invalidCredential, "certificate_path \(certificatePath) is not a usable certificate and key (wrong format or passphrase)")
+            }
+        } else {
+            throw PGPushError(.invalidConfiguration, "app has neither a private key nor a certificate")
+        }
+
+        let pool: APNsConnectionPool
+        do {
+            pool = try APNsConnectionPool(configuration: client, credentials: credentials, logger: logger)
+        } catch let error as PGPushError {
+            throw error
+        } catch {
+            throw PGPushError(.invalidConfiguration, "TLS setup failed for the app's connection pool")
+        }
+        let limiter = app.rateLimit.map { RateLimiter(fleetRatePerSecond: Double($0), liveWorkers: liveWorkers) }
+        return AppSender(app: app, pool: pool, rateLimiter: limiter)
+    }
+}

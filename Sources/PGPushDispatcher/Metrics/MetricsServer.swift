@@ -1,0 +1,88 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+
+/// Serves `/metrics` (Prometheus text format), `/healthz` (the process is alive) and `/readyz` (the database
+/// is reachable and the worker is not draining) over plain HTTP/1.1.
+public final class MetricsServer: Service, Sendable {
+    public let host: String
+    public let port: Int
+    let registry: PrometheusCollectorRegistry
+    let isReady: @Sendable () -> Bool
+    let logger: Logger
+    private let boundPort = Mutex<Int?>(nil)
+
+    public init(host: String, port: Int, registry: PrometheusCollectorRegistry, logger: Logger, isReady: @escaping @Sendable () -> Bool) {
+        self.host = host
+        self.port = port
+        self.registry = registry
+        self.logger = logger
+        self.isReady = isReady
+    }
+
+    /// The port actually bound (useful with port 0).
+    public var localPort: Int? { boundPort.withLock { $0 } }
+
+    public func run() async throws {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .bind(host: host, port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
+                }
+            }
+        boundPort.withLock { $0 = channel.channel.localAddress?.port }
+        logger.info("metrics server listening", metadata: ["address": "\(host):\(channel.channel.localAddress?.port ?? port)"])
+        try await cancelWhenGracefulShutdown {
+            try await withThrowingDiscardingTaskGroup { group in
+                try await channel.executeThenClose { connections in
+                    for try await connection in connections {
+                        group.addTask { try? await self.serve(connection) }
+                    }
+                }
+            }
+        }
+    }
+
+    private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async throws {
+        try await connection.executeThenClose { inbound, outbound in
+            var path = "/"
+            for try await part in inbound {
+                switch part {
+                case .head(let head):
+                    path = String(head.uri.split(separator: "?").first ?? "/")
+                case .body:
+                    continue
+                case .end:
+                    let (status, contentType, body) = respond(to: path)
+                    var headers = HTTPHeaders()
+                    headers.add(name: "Content-Type", value: contentType)
+                    headers.add(name: "Content-Length", value: String(body.readableBytes))
+                    try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)))
+                    try await outbound.write(.body(.byteBuffer(body)))
+                    try await outbound.write(.end(nil))
+                }
+            }
+        }
+    }
+
+    private func respond(to path: String) -> (HTTPResponseStatus, String, ByteBuffer) {
+        switch path {
+        case "/metrics":
+            return (.ok, "text/plain; version=0.0.4; charset=utf-8", ByteBuffer(bytes: registry.emitToBuffer()))
+        case "/healthz":
+            return (.ok, "text/plain", ByteBuffer(string: "ok\n"))
+        case "/readyz":
+            return isReady()
+                ? (.ok, "text/plain", ByteBuffer(string: "ready\n"))
+                : (.serviceUnavailable, "text/plain", ByteBuffer(string: "not ready\n"))
+        default:
+            return (.notFound, "text/plain", ByteBuffer(string: "not found\n"))
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import Metrics
+import Synchronization
+
+/// The worker's Prometheus metrics, through swift-metrics. Names are a public contract: the Grafana dashboard
+/// and alert rules in deploy/ use them.
+public final class WorkerMetrics: Sendable {
+    private let sendCounters = Mutex<[String: Counter]>([:])
+    private let prunedCounters = Mutex<[String: Counter]>([:])
+    let sendDuration = Metrics.Timer(label: "pgpush_send_duration_seconds")
+    let claimDuration = Metrics.Timer(label: "pgpush_claim_duration_seconds")
+    let retries = Counter(label: "pgpush_retries_total")
+    let inflightStreams = Gauge(label: "pgpush_inflight_streams")
+    let connections = Gauge(label: "pgpush_connections")
+    let goaways = Counter(label: "pgpush_goaways_total")
+    let reconnects = Counter(label: "pgpush_reconnects_total")
+    let backlogTokens = Gauge(label: "pgpush_queue_backlog_tokens")
+    let oldestJobAge = Gauge(label: "pgpush_oldest_job_age_seconds")
+    let pausedApps = Gauge(label: "pgpush_paused_apps")
+    let valveTrips = Counter(label: "pgpush_bad_device_token_valve_trips_total")
+    let providerTokenStorms = Counter(label: "pgpush_provider_token_update_storms_total")
+    private let lastPoolCounters = Mutex<(goaways: Int, reconnects: Int)>((0, 0))
+
+    public init() {}
+
+    /// One send's result, by app, HTTP status (0 without a response) and reason.
+    func recordSend(app: String, status: Int, reason: String?) {
+        let key = "\(app)|\(status)|\(reason ?? "")"
+        let counter = sendCounters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(
+                label: "pgpush_sends_total",
+                dimensions: [("app", app), ("status", String(status)), ("reason", reason ?? "")])
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
+    }
+
+    func recordPruned(reason: String, count: Int) {
+        let counter = prunedCounters.withLock { counters in
+            if let counter = counters[reason] { return counter }
+            let counter = Counter(label: "pgpush_pruned_total", dimensions: [("reason", reason)])
+            counters[reason] = counter
+            return counter
+        }
+        counter.increment(by: count)
+    }
+
+    /// Pool counters are cumulative; the metrics take the difference since the last sample.
+    func samplePools(streams: Int, connections open: Int, goaways: Int, reconnects: Int) {
+        inflightStreams.record(streams)
+        connections.record(open)
+        let (goawayDelta, reconnectDelta) = lastPoolCounters.withLock { last in
+            let deltas = (max(0, goaways - last.goaways), max(0, reconnects - last.reconnects))
+            last = (goaways, reconnects)
+            return deltas
+        }
+        if goawayDelta > 0 { self.goaways.increment(by: goawayDelta) }
+        if reconnectDelta > 0 { self.reconnects.increment(by: reconnectDelta) }
+    }
+}

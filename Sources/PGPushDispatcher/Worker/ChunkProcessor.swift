@@ -1,0 +1,168 @@
+import Foundation
+import Logging
+import PGPushAPNs
+import PGPushCore
+import PGPushStore
+import Synchronization
+
+/// Sends one claimed chunk and turns every answer into its completion: final outcomes, retries with backoff,
+/// tokens given back unsent, and dead tokens for the pruner. It writes nothing itself; the worker records the
+/// completion in one transaction.
+struct ChunkProcessor: Sendable {
+    let configuration: WorkerConfiguration
+    let store: QueueStore
+    let registry: AppRegistry
+    let appHealth: AppHealth
+    let metrics: WorkerMetrics
+    let logger: Logger
+    /// Set when a graceful shutdown starts: no new request is started, the rest is given back.
+    let stopSending: StopSignal
+    /// Requests one chunk keeps in flight; together the active chunks keep every connection's streams busy.
+    var window: Int = 1000
+
+    func process(_ chunk: ClaimedChunk, job: JobDetails) async throws -> ChunkCompletion {
+        var completion = ChunkCompletion(chunk: chunk)
+        let tokens = try await store.tokens(of: chunk, job: job)
+        let now = Date()
+
+        if chunk.claims > configuration.maximumClaims {
+            // Its leases kept expiring: whatever kills the workers holding it must not kill the next one too.
+            completion.outcomes = tokens.map {
+                FinalOutcome(token: $0, status: 0, reason: "LeaseExpired", apnsID: APNsID.make(jobID: chunk.jobID, token: $0),
+                             attempt: chunk.attempt, sentAt: now)
+            }
+            logger.warning("poison chunk recorded as failed", metadata: ["job": "\(chunk.jobID)", "chunk": "\(chunk.id)", "claims": "\(chunk.claims)"])
+            return completion
+        }
+        if let expiresAt = job.expiresAt, expiresAt <= now {
+            completion.outcomes = tokens.map {
+                FinalOutcome(token: $0, status: 0, reason: ChunkCompletion.expiredReason,
+                             apnsID: APNsID.make(jobID: chunk.jobID, token: $0), attempt: chunk.attempt, sentAt: now)
+            }
+            return completion
+        }
+        guard let sender = await registry.sender(for: chunk.appID), !appHealth.isPaused(chunk.appID) else {
+            completion.requeued = [RequeuedTokens(tokens: tokens, attempt: chunk.attempt, notBefore: now, lastReason: chunk.lastReason)]
+            return completion
+        }
+
+        let pushType = PushType(rawValue: job.pushType) ?? .alert
+        let topic = sender.topic(for: pushType)
+        let expiration = job.expiresAt.map { Int64($0.timeIntervalSince1970) }
+        let priority = APNsPriority(rawValue: job.apnsPriority)
+        var tally = Tally()
+
+        await withTaskGroup(of: (String, APNsOutcome, Date).self) { group in
+            var inFlight = 0
+            for token in tokens {
+                if stopSending.isSet || appHealth.isPaused(chunk.appID) {
+                    tally.unsent.append(token)
+                    continue
+                }
+                if inFlight >= window, let result = await group.next() {
+                    inFlight -= 1
+                    handle(result, chunk: chunk, job: job, into: &tally)
+                }
+                if let limiter = sender.rateLimiter {
+                    do { try await limiter.acquire() } catch {
+                        tally.unsent.append(token)
+                        continue
+                    }
+                }
+                let request = APNsRequest(
+                    deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+                    collapseID: job.collapseID, apnsID: APNsID.make(jobID: chunk.jobID, token: token), payload: job.payload)
+                let pool = sender.pool
+                let metrics = self.metrics
+                group.addTask {
+                    let started = ContinuousClock.now
+                    let outcome = await pool.send(request)
+                    metrics.sendDuration.record(duration: ContinuousClock.now - started)
+                    return (token, outcome, Date())
+                }
+                inFlight += 1
+            }
+            for await result in group {
+                handle(result, chunk: chunk, job: job, into: &tally)
+            }
+        }
+        return finish(tally, chunk: chunk, job: job, completion: completion)
+    }
+
+    /// What the answers of one chunk add up to.
+    struct Tally {
+        var outcomes: [FinalOutcome] = []
+        var transient: [(token: String, status: Int, reason: String)] = []
+        var configurationErrors: [String] = []
+        var unsent: [String] = []
+        var prune: [PruneCandidate] = []
+        var answered = 0
+        var badDeviceTokens = 0
+    }
+
+    private func handle(_ result: (String, APNsOutcome, Date), chunk: ClaimedChunk, job: JobDetails, into tally: inout Tally) {
+        let (token, outcome, sentAt) = result
+        let classification = classify(outcome)
+        let status = outcome.status
+        metrics.recordSend(app: chunk.appID, status: status, reason: classification.reasonForRecord)
+        if case .response = outcome { tally.answered += 1 }
+        let apnsID = APNsID.make(jobID: chunk.jobID, token: token)
+        func final(_ reason: String?) {
+            tally.outcomes.append(FinalOutcome(token: token, status: status, reason: reason, apnsID: apnsID, attempt: chunk.attempt, sentAt: sentAt))
+        }
+        switch classification {
+        case .delivered:
+            final(nil)
+            appHealth.recordSuccess(chunk.appID)
+        case .tokenDead(let reason, let timestamp):
+            final(reason)
+            tally.prune.append(PruneCandidate(
+                token: token, status: status, reason: reason,
+                apnsTimestamp: timestamp.map { Date(timeIntervalSince1970: Double($0) / 1000) }))
+        case .tokenWrongForTopicOrEnvironment(let reason):
+            final(reason)
+            if reason == "BadDeviceToken" { tally.badDeviceTokens += 1 }
+            tally.prune.append(PruneCandidate(token: token, status: status, reason: reason, apnsTimestamp: nil))
+        case .permanentFailure(let reason):
+            final(reason)
+        case .configurationError(let reason):
+            // The app is misconfigured, not this token: give it back and let the app be paused.
+            tally.configurationErrors.append(token)
+            appHealth.recordConfigurationError(chunk.appID, reason: reason)
+        case .retryLater(let reason, _), .refreshProviderTokenAndRetry(let reason):
+            if classification.isProviderTokenUpdateStorm { metrics.providerTokenStorms.increment() }
+            tally.transient.append((token, status, reason))
+        }
+    }
+
+    private func finish(_ tally: Tally, chunk: ClaimedChunk, job: JobDetails, completion: ChunkCompletion) -> ChunkCompletion {
+        var completion = completion
+        let now = Date()
+        completion.outcomes = tally.outcomes
+        completion.pruneCandidates = tally.prune
+        completion.answered = tally.answered
+        completion.badDeviceTokens = tally.badDeviceTokens
+
+        let givenBack = tally.unsent + tally.configurationErrors
+        if !givenBack.isEmpty {
+            completion.requeued.append(RequeuedTokens(tokens: givenBack, attempt: chunk.attempt, notBefore: now, lastReason: chunk.lastReason))
+        }
+        if !tally.transient.isEmpty {
+            var rng = SystemRandomNumberGenerator()
+            switch configuration.retryPolicy.decide(failedAttempt: chunk.attempt, now: now, expiresAt: job.expiresAt, rng: &rng) {
+            case .retry(let at):
+                metrics.retries.increment(by: tally.transient.count)
+                completion.requeued.append(RequeuedTokens(
+                    tokens: tally.transient.map(\.token), attempt: chunk.attempt + 1, notBefore: at,
+                    lastReason: tally.transient.last?.reason))
+            case .giveUp:
+                for failure in tally.transient {
+                    completion.outcomes.append(FinalOutcome(
+                        token: failure.token, status: failure.status, reason: failure.reason,
+                        apnsID: APNsID.make(jobID: chunk.jobID, token: failure.token), attempt: chunk.attempt, sentAt: now))
+                }
+            }
+        }
+        return completion
+    }
+}

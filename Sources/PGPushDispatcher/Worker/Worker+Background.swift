@@ -1,0 +1,105 @@
+import Foundation
+import Logging
+import PGPushStore
+import PostgresNIO
+
+extension Worker {
+    /// The poll backstop: wakes the claim loop every `pollInterval` even if no NOTIFY arrives.
+    func ticker() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: configuration.pollInterval)
+            wake.yield()
+        }
+    }
+
+    /// Renews this worker's leases and registry heartbeat, and re-divides rate limits by the live workers.
+    func heartbeatLoop() async {
+        while !Task.isCancelled {
+            do {
+                let live = try await store.heartbeat(lease: configuration.lease, liveWindow: configuration.heartbeatInterval * 3)
+                await registry.setLiveWorkers(live)
+            } catch {
+                logger.warning("heartbeat failed", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            try? await Task.sleep(for: configuration.heartbeatInterval)
+        }
+    }
+
+    /// LISTEN for new jobs; a notification only wakes the claim loop (the poll is the backstop).
+    func listenLoop() async {
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                try await store.client.withConnection { connection in
+                    try await connection.listen(on: "pgpush_jobs") { notifications in
+                        failures = 0
+                        for try await _ in notifications {
+                            self.wake.yield()
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                failures += 1
+                try? await Task.sleep(for: Self.backoff(failures))
+            }
+        }
+    }
+
+    /// Maintenance (one leader at a time), app reloads, the pruner and metric samples.
+    func maintenanceLoop() async {
+        while !Task.isCancelled {
+            do {
+                try await registry.reload()
+                let apps = try await store.apps()
+                appHealth.sync(pausedInDatabase: Set(apps.values.filter { $0.pausedReason != nil }.map(\.id)))
+                metrics.pausedApps.record(apps.values.count { $0.pausedReason != nil })
+                let report = try await store.maintain(deadWorkerAfter: configuration.heartbeatInterval * 6)
+                if report.ranAsLeader {
+                    try await prunePass()
+                    let backlog = try await store.backlog()
+                    metrics.backlogTokens.record(backlog.reduce(0) { $0 + $1.tokens })
+                    metrics.oldestJobAge.record(backlog.map(\.oldestAgeSeconds).max() ?? 0)
+                }
+                samplePools()
+            } catch {
+                logger.warning("maintenance failed", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            try? await Task.sleep(for: configuration.maintenanceInterval)
+        }
+    }
+
+    func prunePass() async throws {
+        for trip in try await store.tripBadDeviceTokenValve(
+            share: configuration.badDeviceTokenShare, minimumAnswers: configuration.badDeviceTokenMinimumAnswers
+        ) {
+            metrics.valveTrips.increment()
+            logger.critical("BadDeviceToken safety valve tripped: app paused, nothing pruned for this job", metadata: [
+                "job": "\(trip.jobID)", "app": "\(trip.appID)", "answered": "\(trip.answered)",
+                "bad_device_tokens": "\(trip.badDeviceTokens)",
+            ])
+        }
+        while true {
+            let pruned = try await store.prune(minimumAnswers: configuration.badDeviceTokenMinimumAnswers)
+            for (reason, group) in Dictionary(grouping: pruned, by: \.reason) {
+                metrics.recordPruned(reason: reason, count: group.count)
+            }
+            if pruned.count < 1000 { break }
+        }
+    }
+
+    func samplePools() {
+        Task {
+            let pools = await registry.activePools()
+            var streams = 0, open = 0, goaways = 0, reconnects = 0
+            for (_, pool) in pools {
+                let stats = pool.statistics
+                streams += stats.streamsInFlight
+                open += stats.connectionsOpen
+                goaways += stats.goAwaysReceived
+                reconnects += stats.reconnects
+            }
+            metrics.samplePools(streams: streams, connections: open, goaways: goaways, reconnects: reconnects)
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Logging
+import PGPushCore
+import PGPushStore
+import PostgresNIO
+import ServiceLifecycle
+import Synchronization
+
+/// `pgpush worker`: claims chunks, fans them out over the app's HTTP/2 pool, and records every token's outcome.
+///
+/// Its loops run as one structured task group: the claim loop, the heartbeat (leases and the live-worker
+/// registry), the LISTEN wake-up, and maintenance. On graceful shutdown it stops claiming, lets the chunks in
+/// flight finish their requests, gives back what was not sent, writes every result and leaves the registry.
+public final class Worker: Service, Sendable {
+    public let configuration: WorkerConfiguration
+    let store: QueueStore
+    let registry: AppRegistry
+    let appHealth: AppHealth
+    let metrics: WorkerMetrics
+    let logger: Logger
+    let stop = StopSignal()
+    let state = Mutex(LoopState())
+    let events: AsyncStream<Void>
+    let wake: AsyncStream<Void>.Continuation
+    let readiness = Atomic<Bool>(false)
+
+    struct LoopState {
+        var activeChunks = 0
+        var pendingWrites = 0
+        var jobs: [Int64: JobDetails] = [:]
+        var tokensSent = 0
+        var firstClaim: ContinuousClock.Instant?
+        var lastWrite: ContinuousClock.Instant?
+    }
+
+    public init(configuration: WorkerConfiguration, client: PostgresClient, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger) {
+        var logger = logger
+        logger[metadataKey: "worker"] = "\(configuration.workerID)"
+        self.configuration = configuration
+        self.store = QueueStore(client: client, workerID: configuration.workerID, logger: logger)
+        self.registry = AppRegistry(configuration: configuration, store: store, logger: logger)
+        self.appHealth = AppHealth(threshold: configuration.pauseAfterConfigurationErrors)
+        self.metrics = metrics
+        self.logger = logger
+        (self.events, self.wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// True while the worker can reach the database and is not draining (`/readyz`).
+    public var isReady: Bool { readiness.load(ordering: .relaxed) && !stop.isSet }
+
+    /// Statements this worker sent to PostgreSQL.
+    public var statementsExecuted: Int { store.statementsExecuted }
+
+    public func run() async throws {
+        try await withGracefulShutdownHandler {
+            try await registerWithRetry()
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.heartbeatLoop() }
+                group.addTask { await self.listenLoop() }
+                group.addTask { await self.maintenanceLoop() }
+                group.addTask { await self.ticker() }
+                await self.claimLoop()
+                group.cancelAll()
+            }
+            await registry.shutdown()
+            try? await store.unregisterWorker()
+            let summary = state.withLock { $0 }
+            logger.info("worker stopped", metadata: [
+                "tokens_sent": "\(summary.tokensSent)", "statements": "\(store.statementsExecuted)",
+            ])
+        } onGracefulShutdown: {
+            self.logger.info("graceful shutdown: no new claims; draining in-flight requests")
+            self.stop.set()
+            self.wake.yield()
+        }
+    }
+
+    private func registerWithRetry() async throws {
+        var failures = 0
+        while !stop.isSet {
+            do {
+                try await store.registerWorker(hostname: ProcessInfo.processInfo.hostName, pid: Int(ProcessInfo.processInfo.processIdentifier))
+                readiness.store(true, ordering: .relaxed)
+                logger.info("worker registered")
+                return
+            } catch {
+                failures += 1
+                logger.warning("database unavailable; retrying registration", metadata: ["error": "\(String(reflecting: error))"])
+                try await Task.sleep(for: Self.backoff(failures))
+            }
+        }
+    }
+
+    static func backoff(_ failures: Int) -> Duration {
+        let capped = min(failures, 6)
+        return .milliseconds(Int64(100 * (1 << capped)) + Int64.random(in: 0...100))
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import PGPushCore
+
+/// Everything a worker can be told. Every value has a production default; `pgpush worker --help` maps each one
+/// to a flag and a `PGPUSH_*` environment variable.
+public struct WorkerConfiguration: Sendable {
+    /// Identifies this worker in leases and the live-worker registry. Defaults to `host:pid:random`.
+    public var workerID: String = WorkerConfiguration.defaultWorkerID()
+    /// Devices per chunk when a job is expanded. Smaller chunks spread a broadcast over more workers and bound
+    /// the duplicates after a crash; larger ones cost fewer statements per token.
+    public var chunkSize: Int = 1000
+    /// Chunks held at once (sending plus prefetched). Claims never exceed this, so a worker only takes what it
+    /// can send.
+    public var maximumActiveChunks: Int = 4
+    /// How long a claim is valid without a heartbeat. A crashed worker's chunks are rescued after this.
+    public var lease: Duration = .seconds(30)
+    /// How often leases and the registry heartbeat are renewed.
+    public var heartbeatInterval: Duration = .seconds(10)
+    /// The backstop poll when no NOTIFY arrives.
+    public var pollInterval: Duration = .seconds(1)
+    /// How long a graceful shutdown may spend draining in-flight requests before giving the rest back.
+    public var gracePeriod: Duration = .seconds(30)
+    /// A chunk claimed more often than this (every rescue counts) is a poison chunk: its tokens are recorded as
+    /// failed instead of being sent again.
+    public var maximumClaims: Int = 5
+    /// Backoff and attempt limit for transient failures (429, 5xx, connection loss).
+    public var retryPolicy = RetryPolicy()
+    /// HTTP/2 connections per app.
+    public var connectionsPerApp: Int = 2
+    /// Per-request deadline.
+    public var requestTimeout: Duration = .seconds(15)
+    /// Sends every app's traffic to this base URL (a simulator or a staging relay) instead of Apple's hosts.
+    public var apnsEndpointOverride: String?
+    /// A PEM file of extra trusted CAs (e.g. the simulator's), added to the system roots.
+    public var apnsCAFile: String?
+    /// When set, key and certificate paths from `push.apps` must resolve inside this directory.
+    public var credentialsDirectory: String?
+    /// Configuration errors from APNs (BadTopic, InvalidProviderToken, …) tolerated before the app is paused.
+    public var pauseAfterConfigurationErrors: Int = 3
+    /// The wrong-environment safety valve: if more than this share of a job's answers are BadDeviceToken,
+    /// once at least `badDeviceTokenMinimumAnswers` answers are in, the app is paused and nothing is pruned.
+    public var badDeviceTokenShare: Double = 0.2
+    public var badDeviceTokenMinimumAnswers: Int = 1000
+    /// How often the maintenance leader runs (partitions, stuck jobs, pruning).
+    public var maintenanceInterval: Duration = .seconds(5)
+    /// Provider-token refresh rules (shared across the fleet through the database).
+    public var providerTokenPolicy = ProviderTokenRefreshPolicy()
+    /// PostgreSQL connections this worker may open.
+    public var databaseConnections: Int = 6
+
+    public init() {}
+
+    public static func defaultWorkerID() -> String {
+        let host = ProcessInfo.processInfo.hostName
+        let suffix = UInt32.random(in: 0...UInt32.max)
+        return "\(host):\(ProcessInfo.processInfo.processIdentifier):\(String(suffix, radix: 16))"
+    }
+}

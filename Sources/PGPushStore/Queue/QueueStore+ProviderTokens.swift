@@ -1,0 +1,47 @@
+import Foundation
+import PGPushCore
+import PostgresNIO
+
+extension QueueStore {
+    /// The fleet's current provider token for (team, key), if one was minted.
+    public func sharedProviderToken(teamID: String, keyID: String) async throws -> ProviderToken? {
+        let rows = try await run("""
+            SELECT jwt, issued_at FROM push.provider_tokens WHERE team_id = \(teamID) AND key_id = \(keyID)
+            """)
+        guard let row = rows.first else { return nil }
+        let (jwt, issuedAt) = try row.decode((String, Date).self)
+        return ProviderToken(jwt: jwt, issuedAt: issuedAt, teamID: teamID, keyID: keyID)
+    }
+
+    /// Replaces the fleet's provider token under a row lock, so that of many workers deciding at once only one
+    /// mints: `decide` sees the token as it stands after the lock (or `nil`) and returns either that token to
+    /// keep it, or a new one to store.
+    public func replaceSharedProviderToken(
+        teamID: String,
+        keyID: String,
+        _ decide: @Sendable (ProviderToken?) throws -> ProviderToken
+    ) async throws -> ProviderToken {
+        try await transaction { connection in
+            // A transaction-scoped advisory lock also covers the very first mint, when no row exists to lock.
+            try await self.run(
+                "SELECT pg_advisory_xact_lock(hashtextextended(\("provider-token:\(teamID):\(keyID)"), 0))", on: connection)
+            let rows = try await self.run("""
+                SELECT jwt, issued_at FROM push.provider_tokens WHERE team_id = \(teamID) AND key_id = \(keyID)
+                """, on: connection)
+            let current = try rows.first.map { row -> ProviderToken in
+                let (jwt, issuedAt) = try row.decode((String, Date).self)
+                return ProviderToken(jwt: jwt, issuedAt: issuedAt, teamID: teamID, keyID: keyID)
+            }
+            let chosen = try decide(current)
+            if chosen != current {
+                try await self.run("""
+                    INSERT INTO push.provider_tokens (team_id, key_id, jwt, issued_at, minted_by)
+                    VALUES (\(teamID), \(keyID), \(chosen.jwt), \(chosen.issuedAt), \(self.workerID))
+                    ON CONFLICT (team_id, key_id) DO UPDATE
+                       SET jwt = EXCLUDED.jwt, issued_at = EXCLUDED.issued_at, minted_by = EXCLUDED.minted_by
+                    """, on: connection)
+            }
+            return chosen
+        }
+    }
+}
