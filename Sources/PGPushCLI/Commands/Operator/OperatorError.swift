@@ -44,6 +44,11 @@ func reportingFailures(_ body: () async throws -> Void) async throws {
     } catch let error as OperatorError {
         printError("pgpush: \(error.message)")
         throw ExitCode(error.code.exitStatus)
+    } catch let error as PostgresTransactionError where error.closureError is OperatorError {
+        // Thrown inside a transaction: the transaction wrapper must not hide the exit status.
+        let inner = error.closureError as! OperatorError
+        printError("pgpush: \(inner.message)")
+        throw ExitCode(inner.code.exitStatus)
     } catch {
         printError("pgpush: \(describeDatabaseError(error))")
         throw ExitCode.failure

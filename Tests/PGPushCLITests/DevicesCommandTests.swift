@@ -1,0 +1,124 @@
+import Foundation
+import PGPushTestSupport
+import Testing
+
+@Suite("pgpush devices import", .timeLimit(.minutes(3)))
+struct DevicesCommandTests {
+    @Test("lines from stdin: tokens lowercased, blank lines and comments skipped, --json counts")
+    func importLinesFromStdin() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("news")
+            let input = "\(TestTokens.token(1).uppercased())\n\n# a comment\n\(TestTokens.token(2))\r\n  \(TestTokens.token(3))  \n"
+            let run = try await CLIProcess.run(
+                ["devices", "import", "-", "--app", "news", "--database-url", db.urlString, "--json"], stdin: Data(input.utf8))
+            #expect(run.status == 0, "\(run)")
+            let object = try #require(try run.json() as? [String: Any])
+            #expect(object["imported"] as? NSNumber == 3)
+            #expect(object["inserted"] as? NSNumber == 3)
+            #expect(object["updated"] as? NSNumber == 0)
+            #expect(try await db.scalar("""
+                SELECT count(*) FROM push.devices WHERE app_id = 'news' AND user_id IS NULL AND tags = '{}'
+                   AND token IN (\(TestTokens.token(1)), \(TestTokens.token(2)), \(TestTokens.token(3)))
+                """) == 3)
+        }
+    }
+
+    @Test("CSV with quoting: user ids and tags survive COPY escaping byte for byte")
+    func importCSVWithAwkwardValues() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("news")
+            let csv = [
+                "token,user_id,tags",
+                #"\#(TestTokens.token(1)),"back\slash",sports|eu; news"#,
+                "\(TestTokens.token(2)),\"tab\there, \"\"quoted\"\"\",",
+                "\(TestTokens.token(3)),\"two\nlines\r\",a|a|b",
+                #"\#(TestTokens.token(4)),,\N"#,
+                "",
+            ].joined(separator: "\n")
+            let file = try temporaryFile(csv, suffix: ".csv")
+            defer { try? FileManager.default.removeItem(at: file) }
+            let run = try await CLIProcess.run(["devices", "import", file.path, "--app", "news", "--database-url", db.urlString])
+            #expect(run.status == 0, "\(run)")
+            #expect(run.stdout.contains("imported 4 devices into news: 4 new, 0 updated"), "\(run)")
+            func user(_ index: Int, is expected: String?) async throws -> Bool {
+                try await db.scalar("""
+                    SELECT count(*) FROM push.devices WHERE token = \(TestTokens.token(index)) AND user_id IS NOT DISTINCT FROM \(expected)
+                    """) == 1
+            }
+            #expect(try await user(1, is: "back\\slash"))
+            #expect(try await user(2, is: "tab\there, \"quoted\""))
+            #expect(try await user(3, is: "two\nlines\r"))
+            #expect(try await user(4, is: nil))
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices WHERE token = \(TestTokens.token(1)) AND tags = ARRAY['sports','eu','news']") == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices WHERE token = \(TestTokens.token(3)) AND tags = ARRAY['a','b']") == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices WHERE token = \(TestTokens.token(4)) AND tags = ARRAY['\\N']") == 1)
+        }
+    }
+
+    @Test("re-import updates user_id and tags and bumps registered_at; a lines file leaves them alone")
+    func reimportBumpsRegisteredAt() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("news")
+            try await db.exec("SELECT push.register_device('news', \(TestTokens.token(1)), 'old-user', ARRAY['old'])")
+            try await db.exec("UPDATE push.devices SET registered_at = now() - interval '30 days'")
+            let tsv = "token\tuser_id\ttags\n\(TestTokens.token(1))\tnew-user\tfresh\n\(TestTokens.token(1))\tlast-wins\tfinal\n"
+            let file = try temporaryFile(tsv, suffix: ".tsv")
+            defer { try? FileManager.default.removeItem(at: file) }
+            let run = try await CLIProcess.run(["devices", "import", file.path, "--app", "news", "--database-url", db.urlString, "--json"])
+            #expect(run.status == 0, "\(run)")
+            let object = try #require(try run.json() as? [String: Any])
+            #expect(object["updated"] as? NSNumber == 1)
+            #expect(object["inserted"] as? NSNumber == 0)
+            #expect(try await db.scalar("""
+                SELECT count(*) FROM push.devices WHERE user_id = 'last-wins' AND tags = ARRAY['final']
+                   AND registered_at > now() - interval '1 minute'
+                """) == 1)
+
+            try await db.exec("UPDATE push.devices SET registered_at = now() - interval '30 days'")
+            let lines = try await CLIProcess.run(
+                ["devices", "import", "-", "--app", "news", "--database-url", db.urlString], stdin: Data(TestTokens.token(1).utf8))
+            #expect(lines.status == 0, "\(lines)")
+            #expect(try await db.scalar("""
+                SELECT count(*) FROM push.devices WHERE user_id = 'last-wins' AND tags = ARRAY['final']
+                   AND registered_at > now() - interval '1 minute'
+                """) == 1)
+        }
+    }
+
+    @Test("one invalid token: exit 1 naming its line, nothing imported")
+    func invalidTokenImportsNothing() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("news")
+            let input = "\(TestTokens.token(1))\n\(TestTokens.token(2))\nnot-a-token-at-all\n\(TestTokens.token(3))\n"
+            let run = try await CLIProcess.run(
+                ["devices", "import", "-", "--app", "news", "--database-url", db.urlString], stdin: Data(input.utf8))
+            #expect(run.status == 1, "\(run)")
+            #expect(run.stderr.contains("line 3: invalid device token 'not-a-to…'"), "\(run)")
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices") == 0)
+
+            let short = String(TestTokens.token(5).prefix(63))
+            let csv = "token,user_id\n\(TestTokens.token(4)),u\n\(short),v\n"
+            let file = try temporaryFile(csv, suffix: ".csv")
+            defer { try? FileManager.default.removeItem(at: file) }
+            let csvRun = try await CLIProcess.run(["devices", "import", file.path, "--app", "news", "--database-url", db.urlString])
+            #expect(csvRun.status == 1, "\(csvRun)")
+            #expect(csvRun.stderr.contains("line 3:"), "\(csvRun)")
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices") == 0)
+
+            let noHeader = try await CLIProcess.run(
+                ["devices", "import", "-", "--format", "csv", "--app", "news", "--database-url", db.urlString],
+                stdin: Data("\(TestTokens.token(1)),u\n".utf8))
+            #expect(noHeader.status == 1 && noHeader.stderr.contains("line 1: expected a header"), "\(noHeader)")
+        }
+    }
+
+    @Test("an unknown app exits 2")
+    func unknownApp() async throws {
+        try await TestDatabase.with { db in
+            let run = try await CLIProcess.run(
+                ["devices", "import", "-", "--app", "nope", "--database-url", db.urlString], stdin: Data(TestTokens.token(1).utf8))
+            #expect(run.status == 2, "\(run)")
+            #expect(run.stderr.contains("pgpush: unknown app nope"), "\(run)")
+        }
+    }
+}
