@@ -11,7 +11,7 @@ struct SimulatorResponse: Sendable {
     var timestampMilliseconds: Int64?
     var apnsID: String
     /// Recorded in the ledger when (and only if) the response is written.
-    var ledgerEntry: SimulatorLedgerEntry?
+    var ledgerEntry: SimulatorLedger.StoredEntry?
 }
 
 /// What a stream handler does with a complete request.
@@ -139,7 +139,9 @@ final class SimulatorConnection: @unchecked Sendable {
             raiseStreamLimit()
         }
         if response.status == 200, server.configuration.ledgerEnabled, var entry = response.ledgerEntry {
-            entry.payloadSHA256 = Self.sha256Hex(body)
+            var hasher = SHA256()
+            body.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+            entry.payloadSHA256 = hasher.finalize()
             response.ledgerEntry = entry
         } else {
             response.ledgerEntry = nil
@@ -203,8 +205,9 @@ final class SimulatorConnection: @unchecked Sendable {
             }
         }
 
-        let entry = SimulatorLedgerEntry(token: request.token, apnsID: apnsID, topic: request.topic,
-                                         payloadSHA256: "", receivedAt: now)
+        let entry = SimulatorLedger.StoredEntry(
+            token: request.token, apnsID: UUID(uuidString: apnsID) ?? UUID(), topic: request.topic,
+            payloadSHA256: nil, receivedAt: now)
         return SimulatorResponse(status: 200, apnsID: apnsID, ledgerEntry: entry)
     }
 
@@ -291,19 +294,4 @@ final class SimulatorConnection: @unchecked Sendable {
 
     /// NIO's own concurrent-stream limit: high, so that the simulator, not NIO, decides what to refuse.
     static let internalStreamLimit = 1 << 20
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    static func sha256Hex(_ body: ByteBuffer) -> String {
-        var hasher = SHA256()
-        body.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
-        let digest = hasher.finalize()
-        var hex = [UInt8]()
-        hex.reserveCapacity(64)
-        for byte in digest {
-            hex.append(hexDigits[Int(byte >> 4)])
-            hex.append(hexDigits[Int(byte & 0xF)])
-        }
-        return String(decoding: hex, as: UTF8.self)
-    }
 }

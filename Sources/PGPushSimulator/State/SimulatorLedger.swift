@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Synchronization
 
@@ -16,9 +17,25 @@ public struct SimulatorLedgerEntry: Sendable, Hashable, Codable {
 }
 
 /// Every accepted notification, so tests and demos can check exactly-once delivery. Thread-safe.
+///
+/// Entries are stored compactly (binary apns-id and digest, about 170 bytes each) and converted to
+/// ``SimulatorLedgerEntry`` when read; `apnsID` reads back in lowercase canonical form.
 public final class SimulatorLedger: Sendable {
+    struct StoredEntry: Sendable {
+        var token: String
+        var apnsID: UUID
+        var topic: String?
+        var payloadSHA256: SHA256Digest?
+        var receivedAt: Date
+
+        var publicEntry: SimulatorLedgerEntry {
+            SimulatorLedgerEntry(token: token, apnsID: apnsID.uuidString.lowercased(), topic: topic,
+                                 payloadSHA256: payloadSHA256.map(SimulatorLedger.hex) ?? "", receivedAt: receivedAt)
+        }
+    }
+
     private struct State {
-        var entries: [SimulatorLedgerEntry] = []
+        var entries: [StoredEntry] = []
         var countsByToken: [String: Int] = [:]
         var pendingLines: [UInt8] = []
     }
@@ -34,7 +51,7 @@ public final class SimulatorLedger: Sendable {
         self.state = Mutex(initial)
         if let ledgerFile {
             if !FileManager.default.fileExists(atPath: ledgerFile) {
-                FileManager.default.createFile(atPath: ledgerFile, contents: nil)
+                _ = FileManager.default.createFile(atPath: ledgerFile, contents: nil)
             }
             let handle = FileHandle(forWritingAtPath: ledgerFile)
             _ = try? handle?.seekToEnd()
@@ -45,7 +62,7 @@ public final class SimulatorLedger: Sendable {
     }
 
     /// Every entry, in the order accepted.
-    public var entries: [SimulatorLedgerEntry] { state.withLock { $0.entries } }
+    public var entries: [SimulatorLedgerEntry] { state.withLock { $0.entries }.map(\.publicEntry) }
     /// How many notifications were accepted.
     public var acceptedCount: Int { state.withLock { $0.entries.count } }
     /// How many notifications were accepted for one token.
@@ -61,12 +78,12 @@ public final class SimulatorLedger: Sendable {
         }
     }
 
-    func record(_ entry: SimulatorLedgerEntry) {
+    func record(_ entry: StoredEntry) {
         let toWrite: [UInt8]? = state.withLock { state in
             state.entries.append(entry)
             state.countsByToken[entry.token, default: 0] += 1
             guard file != nil else { return nil }
-            state.pendingLines.append(contentsOf: Self.jsonLine(entry).utf8)
+            state.pendingLines.append(contentsOf: Self.jsonLine(entry.publicEntry).utf8)
             guard state.pendingLines.count >= Self.flushThreshold else { return nil }
             defer { state.pendingLines.removeAll(keepingCapacity: true) }
             return state.pendingLines
@@ -94,6 +111,18 @@ public final class SimulatorLedger: Sendable {
         let millis = Int64(entry.receivedAt.timeIntervalSince1970 * 1000)
         return #"{"token":"\#(entry.token)","apnsID":"\#(escape(entry.apnsID))","topic":\#(topic),"payloadSHA256":"\#(entry.payloadSHA256)","receivedAtMs":\#(millis)}"#
             + "\n"
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    static func hex(_ digest: SHA256Digest) -> String {
+        var hex = [UInt8]()
+        hex.reserveCapacity(64)
+        for byte in digest {
+            hex.append(hexDigits[Int(byte >> 4)])
+            hex.append(hexDigits[Int(byte & 0xF)])
+        }
+        return String(decoding: hex, as: UTF8.self)
     }
 
     private static func escape(_ text: String) -> String {
