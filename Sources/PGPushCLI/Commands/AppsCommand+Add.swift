@@ -9,19 +9,19 @@ struct AppsAddCommand: AsyncParsableCommand {
         abstract: "Register an app with a token (.p8) or certificate credential.",
         discussion: """
             Token auth: --team-id, --key-id and --key-file (the .p8 signing key). Certificate auth:
-            --certificate (a PKCS#12 or PEM file) and, if it is encrypted, --certificate-password-env naming
+            --certificate (a PKCS#12 or PEM file) and, if it is encrypted, --certificate-password-env naming \
             the environment variable that holds the password on the workers.
 
-            Only the paths and names are stored; this command never reads a key or certificate into the
-            database. The paths are the workers' paths, so they must be absolute. If a file is missing or
-            unreadable on this host, a warning is printed and the app is still added (the workers may be other
+            Only the paths and names are stored; this command never reads a key or certificate into the \
+            database. The paths are the workers' paths, so they must be absolute. If a file is missing or \
+            unreadable on this host, a warning is printed and the app is still added (the workers may be other \
             machines); --require-files makes that an error instead.
 
             Examples:
               pgpush apps add news --topic com.example.news --team-id ABCDE12345 --key-id KEY1234567 --key-file /etc/pgpush/news.p8
               pgpush apps add legacy --topic com.example.legacy --environment sandbox --certificate /etc/pgpush/legacy.p12 --certificate-password-env LEGACY_P12_PASSWORD --rate-limit 500
 
-            Exit codes: 0 added, 1 rejected by the database (e.g. the app exists) or --require-files and a
+            Exit codes: 0 added, 1 rejected by the database (e.g. the app exists) or --require-files and a \
             file is unreadable, 64 bad usage.
             """)
 

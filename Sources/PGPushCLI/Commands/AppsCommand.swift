@@ -8,7 +8,7 @@ struct AppsCommand: AsyncParsableCommand {
         commandName: "apps",
         abstract: "Register, list, pause and resume apps.",
         discussion: """
-            An app is one APNs topic with one credential. push.apps holds only where the credential is
+            An app is one APNs topic with one credential. push.apps holds only where the credential is \
             (a file path, the name of an environment variable), never the key or certificate itself.
 
             Examples:
@@ -27,8 +27,8 @@ struct AppsListCommand: AsyncParsableCommand {
         commandName: "list",
         abstract: "List apps with their credential kind, rate limit and pause state.",
         discussion: """
-            --json prints one array of objects: app_id, topic, environment, auth (token or certificate),
-            team_id, key_id, private_key_path, certificate_path, certificate_password_env (the variable's
+            --json prints one array of objects: app_id, topic, environment, auth (token or certificate), \
+            team_id, key_id, private_key_path, certificate_path, certificate_password_env (the variable's \
             name only), rate_limit, paused_reason, paused_at, created_at.
 
             Examples:
@@ -109,7 +109,7 @@ struct AppsPauseCommand: AsyncParsableCommand {
         commandName: "pause",
         abstract: "Stop sending for an app; its jobs wait until it is resumed.",
         discussion: """
-            Sets paused_reason and paused_at. Workers claim no more work of a paused app; chunks in flight
+            Sets paused_reason and paused_at. Workers claim no more work of a paused app; chunks in flight \
             finish. Pausing an app that is already paused replaces the reason.
 
             Examples:
@@ -152,7 +152,7 @@ struct AppsResumeCommand: AsyncParsableCommand {
         commandName: "resume",
         abstract: "Resume sending for a paused app.",
         discussion: """
-            Clears paused_reason and paused_at; workers pick the app's waiting jobs up on their next poll.
+            Clears paused_reason and paused_at; workers pick the app's waiting jobs up on their next poll. \
             Resuming an app that is not paused does nothing and succeeds.
 
             Examples:

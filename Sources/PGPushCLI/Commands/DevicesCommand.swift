@@ -16,15 +16,15 @@ struct DevicesImportCommand: AsyncParsableCommand {
         commandName: "import",
         abstract: "Bulk-register device tokens from a file (all or nothing).",
         discussion: """
-            Formats: lines (one token per line; blank lines and # comments skipped), csv or tsv with a header
-            naming the columns token, user_id, tags (token required; tags separated by | or ;). Without
+            Formats: lines (one token per line; blank lines and # comments skipped), csv or tsv with a header \
+            naming the columns token, user_id, tags (token required; tags separated by | or ;). Without \
             --format, .csv and .tsv files are read as such and anything else, stdin included, as lines.
 
-            Tokens are lowercased and must be 64 to 200 hex characters. The whole file is checked first: one bad
-            line (named in the error) and nothing is imported. Then, in one transaction, the rows are copied
-            into a temporary table and upserted into push.devices: a token already registered gets the file's
-            user_id and tags and a new registered_at, as push.register_device does. A column the file does not
-            have (a lines file has neither) leaves the stored value alone. When a token appears twice, its
+            Tokens are lowercased and must be 64 to 200 hex characters. The whole file is checked first: one bad \
+            line (named in the error) and nothing is imported. Then, in one transaction, the rows are copied \
+            into a temporary table and upserted into push.devices: a token already registered gets the file's \
+            user_id and tags and a new registered_at, as push.register_device does. A column the file does not \
+            have (a lines file has neither) leaves the stored value alone. When a token appears twice, its \
             last line wins.
 
             Examples:
@@ -32,7 +32,7 @@ struct DevicesImportCommand: AsyncParsableCommand {
               pgpush devices import export.csv --app news --json
               psql -Atc "SELECT token FROM legacy_devices" | pgpush devices import - --app news
 
-            Exit codes: 0 imported, 1 a bad line or a database error (nothing imported), 2 unknown app,
+            Exit codes: 0 imported, 1 a bad line or a database error (nothing imported), 2 unknown app, \
             64 bad usage.
             """)
 

@@ -8,11 +8,11 @@ struct EnqueueCommand: AsyncParsableCommand {
         commandName: "enqueue",
         abstract: "Queue a broadcast (calls push.enqueue) and print its job id.",
         discussion: """
-            Give the payload as JSON (--payload), a file (--payload-file, - for stdin) or just an alert text
-            (--alert). The audience is at most one of --token, --user or --tag (each repeatable); without one,
-            every device of the app. Alternatively --file reads a JSON object with push.enqueue's parameter
-            names (app_id, payload, push_type, tokens, user_ids, tags, send_at, expires_at, collapse_id,
-            idempotency_key, priority, apns_priority). All values are sent as bound parameters; the database
+            Give the payload as JSON (--payload), a file (--payload-file, - for stdin) or just an alert text \
+            (--alert). The audience is at most one of --token, --user or --tag (each repeatable); without one, \
+            every device of the app. Alternatively --file reads a JSON object with push.enqueue's parameter \
+            names (app_id, payload, push_type, tokens, user_ids, tags, send_at, expires_at, collapse_id, \
+            idempotency_key, priority, apns_priority). All values are sent as bound parameters; the database \
             validates them, and its message is printed as is.
 
             Prints the job id (--json: {"job_id": N}). With --wait it then follows the job like `pgpush watch`.
@@ -23,8 +23,8 @@ struct EnqueueCommand: AsyncParsableCommand {
               pgpush enqueue --app news --payload-file promo.json --user 42 --user 43 --send-at 2026-12-01T09:00:00Z
               pgpush enqueue --file job.json --json --wait --timeout 600
 
-            Exit codes: 0 queued (with --wait: the job is done), 1 rejected by the database or a database
-            error (with --wait: the job failed), 2 unknown app, 3 with --wait: the job was cancelled,
+            Exit codes: 0 queued (with --wait: the job is done), 1 rejected by the database or a database \
+            error (with --wait: the job failed), 2 unknown app, 3 with --wait: the job was cancelled, \
             124 --timeout passed, 64 bad usage.
             """)
 

@@ -8,11 +8,11 @@ struct StatsCommand: AsyncParsableCommand {
         commandName: "stats",
         abstract: "Delivery outcomes, queue backlog and recent jobs.",
         discussion: """
-            Three tables: outcomes per day, app, HTTP status and reason (push.delivery_stats; days are UTC),
-            the backlog of due work per app (push.queue_backlog) and the 20 most recent jobs
+            Three tables: outcomes per day, app, HTTP status and reason (push.delivery_stats; days are UTC), \
+            the backlog of due work per app (push.queue_backlog) and the 20 most recent jobs \
             (push.job_progress). --json prints one object {"deliveries":[…],"backlog":[…],"jobs":[…]}.
 
-            --since takes a duration back from now (30m, 24h, 7d, 2w) or an ISO 8601 date or time; outcomes
+            --since takes a duration back from now (30m, 24h, 7d, 2w) or an ISO 8601 date or time; outcomes \
             are counted per day, so the day it falls on is included whole.
 
             Examples:

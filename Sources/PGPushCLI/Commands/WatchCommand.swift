@@ -6,9 +6,9 @@ struct WatchCommand: AsyncParsableCommand {
         commandName: "watch",
         abstract: "Follow a job's progress until it ends.",
         discussion: """
-            Polls push.job_progress. On a terminal it shows one live line (state, a bar, delivered, failed,
-            pruned and pending counts, sends per second and an ETA); otherwise it prints a plain line whenever
-            the numbers change, and a summary line when the job ends. --json prints one JSON object per poll
+            Polls push.job_progress. On a terminal it shows one live line (state, a bar, delivered, failed, \
+            pruned and pending counts, sends per second and an ETA); otherwise it prints a plain line whenever \
+            the numbers change, and a summary line when the job ends. --json prints one JSON object per poll \
             (JSON lines): job_id, app_id, state, total, delivered, failed, pruned, pending, expired.
 
             Examples:
@@ -16,7 +16,7 @@ struct WatchCommand: AsyncParsableCommand {
               pgpush watch 42 --interval 5 --timeout 3600
               pgpush watch 42 --json | jq -c '{state, delivered}'
 
-            Exit codes: 0 the job is done, 1 the job failed or a database error, 2 unknown job,
+            Exit codes: 0 the job is done, 1 the job failed or a database error, 2 unknown job, \
             3 the job was cancelled, 124 --timeout passed before the job ended, 64 bad usage.
             """)
 

@@ -31,22 +31,26 @@ struct JobSnapshot: Equatable, Sendable {
 struct ProgressLine {
     /// Width of the bar in characters.
     var barWidth: Int
-    /// Weight of the newest rate sample; the rest is the previous smoothed rate.
-    var smoothing: Double
+    /// The rate is measured over this many trailing seconds: long enough to smooth over polls that see no
+    /// change (workers write back in batches), short enough to follow a slowdown.
+    var window: Double
     private(set) var rate: Double?
-    private var last: (processed: Int64, seconds: Double)?
+    private var samples: [(processed: Int64, seconds: Double)] = []
 
-    init(barWidth: Int = 24, smoothing: Double = 0.5) {
+    init(barWidth: Int = 24, window: Double = 10) {
         self.barWidth = barWidth
-        self.smoothing = smoothing
+        self.window = window
     }
 
     /// Feeds one observation taken `seconds` after watching began.
     mutating func observe(_ snapshot: JobSnapshot, atSeconds seconds: Double) {
-        defer { last = (snapshot.processed, seconds) }
-        guard let last, seconds > last.seconds else { return }
-        let sample = Double(max(snapshot.processed - last.processed, 0)) / (seconds - last.seconds)
-        rate = rate.map { smoothing * sample + (1 - smoothing) * $0 } ?? sample
+        samples.append((snapshot.processed, seconds))
+        // Keep the newest sample at or before the window's start as the baseline.
+        while samples.count > 2, samples[1].seconds <= seconds - window {
+            samples.removeFirst()
+        }
+        guard let first = samples.first, seconds > first.seconds else { return }
+        rate = Double(max(snapshot.processed - first.processed, 0)) / (seconds - first.seconds)
     }
 
     /// Seconds until `pending` reaches zero at the current rate, if there is a rate to go by.
