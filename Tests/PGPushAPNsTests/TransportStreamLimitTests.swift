@@ -21,7 +21,10 @@ struct TransportStreamLimitTests {
             client: { TransportTest.clientConfiguration(port: $0, caFile: $1) },
             credentials: .token(source)
         ) { pool, simulator in
+            let started = ContinuousClock.now
             let results = await TransportTest.sendAllUntilAnswered(pool: pool, tokens: tokens, concurrency: 3000, maximumAttempts: 1)
+            // A lost wakeup (slots opened before the channel was attached) would stall until the 30 s PING.
+            #expect(ContinuousClock.now - started < .seconds(20))
             let statuses = results.values.compactMap(\.last).map(\.status)
             #expect(statuses.count == tokens.count)
             #expect(statuses.allSatisfy { $0 == 200 })

@@ -88,11 +88,16 @@ extension APNsConnectionPool {
     }
 
     private func attach(_ connection: APNsConnection) {
+        var effects = APNsPoolEffects()
         let closeNow = state.withLock { state -> Bool in
             guard state.entries[connection.id] != nil else { return true }
             state.entries[connection.id]!.connection = connection
+            // The server's SETTINGS may have arrived before the channel was attached; the slots they opened
+            // could not be handed out then, so hand them out now.
+            state.grantWaiters(effects: &effects)
             return state.entries[connection.id]!.closeWhenAttached
         }
+        perform(effects)
         if closeNow { connection.close() }
     }
 

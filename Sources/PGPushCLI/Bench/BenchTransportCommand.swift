@@ -58,6 +58,9 @@ struct BenchTransportCommand: AsyncParsableCommand {
     @Flag(name: .customLong("json"), help: "Print the report as JSON.")
     var json = false
 
+    @Flag(name: .customLong("progress"), help: "Print pool statistics to stderr every second.")
+    var progress = false
+
     func validate() throws {
         guard count > 0 else { throw ValidationError("--count must be positive") }
         guard (1...64).contains(connections) else { throw ValidationError("--connections must be 1…64") }
@@ -88,6 +91,15 @@ struct BenchTransportCommand: AsyncParsableCommand {
         let started = ContinuousClock.now
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await pool.run() }
+            if progress {
+                group.addTask {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(1))
+                        let completed = plan.tally.completed
+                        FileHandle.standardError.write(Data("completed=\(completed) \(pool.statistics)\n".utf8))
+                    }
+                }
+            }
             await withDiscardingTaskGroup { workers in
                 for _ in 0..<callers {
                     workers.addTask { await plan.work(pool: pool, deadline: deadline) }
