@@ -15,6 +15,7 @@ struct PGPushCommand: AsyncParsableCommand {
             AppsCommand.self,
             DevicesCommand.self,
             SimulatorCommand.self,
+            DemoCommand.self,
         ]
     )
 }

@@ -5,6 +5,6 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure pgpush components under load.",
-        subcommands: [BenchTransportCommand.self, TransportBenchSimulatorCommand.self]
+        subcommands: [BenchTransportCommand.self, TransportBenchSimulatorCommand.self, BenchBroadcastCommand.self]
     )
 }

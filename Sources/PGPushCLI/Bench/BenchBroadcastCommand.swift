@@ -1,0 +1,115 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+/// `pgpush bench broadcast`: one broadcast end to end through real workers, PostgreSQL and the simulator.
+struct BenchBroadcastCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "broadcast",
+        abstract: "Measure one broadcast end to end: tokens/s, enqueue→first-send latency, worker memory, SQL per token.",
+        discussion: """
+            Starts a throwaway PostgreSQL cluster (or uses --database-url), registers --devices live devices,
+            runs the APNs simulator in this process (or uses --simulator-endpoint/--simulator-ca), enqueues one
+            broadcast and starts --workers `pgpush worker` processes.
+
+            Figures:
+              tokens/s        outcomes ÷ (push.jobs.finished_at − started_at): first claim to last write
+              latency p50/p99 enqueue→first send (push.job_latency) of --latency-samples one-token jobs, sent
+                              one after another ~100 ms apart by a fresh set of idle, warmed-up workers
+              peak RSS        the largest VmHWM (/proc/<pid>/status) of the broadcast's workers
+              statements/1k   PostgreSQL statements of the broadcast's workers (from their `worker stopped`
+                              log line: startup, polls and maintenance included) per 1,000 tokens
+              simulator       accepted notifications and duplicated tokens (in-process simulator only)
+
+            Examples:
+              pgpush bench broadcast --devices 1000000 --workers 1
+              pgpush bench broadcast --devices 100000 --workers 2 --chunk-size 2000 --json
+
+            Exit codes: 0 measured, 1 the broadcast failed or timed out, 130 interrupted, 64 bad usage.
+            """)
+
+    @Option(help: "PostgreSQL URL to use instead of a throwaway cluster. Other workers on it may claim the job.")
+    var databaseUrl: String?
+
+    @Option(help: "Live devices to register and broadcast to.")
+    var devices: Int = 1_000_000
+
+    @Option(help: "Worker processes.")
+    var workers: Int = 1
+
+    @Option(help: "Devices per chunk (worker --chunk-size).")
+    var chunkSize: Int?
+
+    @Option(help: "HTTP/2 connections per app (worker --connections-per-app).")
+    var connectionsPerApp: Int?
+
+    @Option(help: "One-token jobs for the enqueue→first-send latency; 0 skips the measurement.")
+    var latencySamples: Int = 50
+
+    @Option(help: "An external simulator's base URL, e.g. https://127.0.0.1:2197 (needs --simulator-ca and a key).")
+    var simulatorEndpoint: String?
+
+    @Option(help: "The external simulator's CA file (PEM).")
+    var simulatorCa: String?
+
+    @Option(help: "With an external simulator: the .p8 key it trusts.")
+    var keyFile: String?
+
+    @Option(help: "With an external simulator: the key's 10-character team id.")
+    var teamId: String?
+
+    @Option(help: "With an external simulator: the key's 10-character key id.")
+    var keyId: String?
+
+    @Option(help: "Give up after this many seconds.")
+    var timeout: Double = 1800
+
+    @Flag(help: "Print the report as JSON.")
+    var json = false
+
+    func validate() throws {
+        guard (1...50_000_000).contains(devices) else { throw ValidationError("--devices must be between 1 and 50000000") }
+        guard (1...64).contains(workers) else { throw ValidationError("--workers must be between 1 and 64") }
+        guard (0...10_000).contains(latencySamples) else { throw ValidationError("--latency-samples must be between 0 and 10000") }
+        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        if (simulatorEndpoint == nil) != (simulatorCa == nil) {
+            throw ValidationError("--simulator-endpoint and --simulator-ca go together")
+        }
+        let keyFlags = [keyFile, teamId, keyId].compactMap { $0 }.count
+        if simulatorEndpoint != nil, keyFlags != 3 {
+            throw ValidationError("an external simulator needs --key-file, --team-id and --key-id (a key it trusts)")
+        }
+        if simulatorEndpoint == nil, keyFlags != 0 {
+            throw ValidationError("--key-file, --team-id and --key-id only apply with --simulator-endpoint")
+        }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "pgpush.bench.broadcast")
+        logger.logLevel = .warning
+        var configuration = BroadcastRig.Configuration(databaseURL: databaseUrl, appPrefix: "bench", logger: logger)
+        if let simulatorEndpoint, let simulatorCa { configuration.externalSimulator = (simulatorEndpoint, simulatorCa) }
+        if let keyFile, let teamId, let keyId { configuration.externalKey = (keyFile, teamId, keyId) }
+        if let chunkSize { configuration.workerArguments += ["--chunk-size", String(chunkSize)] }
+        if let connectionsPerApp { configuration.workerArguments += ["--connections-per-app", String(connectionsPerApp)] }
+        let rig = try BroadcastRig(configuration: configuration)
+        let plan = BenchBroadcastPlan(
+            devices: devices, workers: workers, latencySamples: latencySamples, timeout: .seconds(fromOption: timeout),
+            progress: json ? nil : FileHandle.standardError)
+        let report: BenchBroadcastReport
+        do {
+            report = try await runInterruptibly({ try await plan.run(on: rig) }, cleanup: { await rig.cleanup() })
+        } catch is Interrupted {
+            throw ExitCode(130)
+        } catch {
+            FileHandle.standardError.write(Data("pgpush bench broadcast: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+        if json {
+            try printJSON(report.json)
+        } else {
+            print(report.text)
+        }
+        guard report.jobState == "done" else { throw ExitCode.failure }
+    }
+}

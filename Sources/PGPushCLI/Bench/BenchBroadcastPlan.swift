@@ -1,0 +1,83 @@
+import Foundation
+
+/// The steps of `pgpush bench broadcast`, separate from argument parsing.
+struct BenchBroadcastPlan: Sendable {
+    var devices: Int
+    var workers: Int
+    var latencySamples: Int
+    var timeout: Duration
+    /// Where progress lines go; `nil` keeps quiet (JSON output).
+    var progress: FileHandle?
+
+    func run(on rig: BroadcastRig) async throws -> BenchBroadcastReport {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        func say(_ text: String) { progress?.write(Data((text + "\n").utf8)) }
+
+        try await rig.setUp()
+        let registering = clock.now
+        try await rig.registerDevices(BroadcastRig.Devices(count: devices))
+        say("bench: \(devices) devices registered in \(String(format: "%.1f", (clock.now - registering).seconds)) s")
+
+        // Phase 1: the broadcast, measured by the database's own timestamps.
+        try rig.startWorkers(workers)
+        let job = try await rig.enqueue()
+        var printer = progress.map(ProgressPrinter.init(handle:))
+        let final = try await rig.waitForJob(job, interval: .milliseconds(250), timeout: deadline - clock.now) {
+            snapshot, seconds in printer?.show(snapshot, atSeconds: seconds)
+        }
+        let jobSeconds = try await rig.jobDuration(job)
+        let broadcastLedger = rig.ledger
+        let broadcastWorkers = await rig.stopWorkers()
+
+        // Phase 2: latency with fresh workers, so their statements and memory stay out of phase 1's figures.
+        var latencies: [Double] = []
+        if latencySamples > 0 {
+            say("bench: measuring enqueue→first-send latency with \(latencySamples) one-token jobs")
+            try rig.startWorkers(workers)
+            // The first job opens the HTTP/2 connection and signs the provider token; it is not counted.
+            _ = try await oneTokenLatency(rig: rig, index: 0, deadline: deadline)
+            for index in 1...latencySamples {
+                latencies.append(try await oneTokenLatency(rig: rig, index: index, deadline: deadline))
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            _ = await rig.stopWorkers()
+        }
+        return BenchBroadcastReport(
+            devices: devices,
+            workers: workers,
+            jobState: final.state,
+            tokens: final.processed,
+            delivered: final.delivered,
+            failed: final.failed,
+            jobSeconds: jobSeconds,
+            latencySeconds: latencies,
+            workerReports: broadcastWorkers,
+            broadcastAccepted: broadcastLedger?.accepted,
+            duplicates: rig.ledger?.duplicates)
+    }
+
+    /// Enqueues a job for one fresh token (never a broadcast device, so the ledger sees no duplicate), waits
+    /// until it is done and returns its enqueue→first-send latency in seconds.
+    private func oneTokenLatency(rig: BroadcastRig, index: Int, deadline: ContinuousClock.Instant) async throws -> Double {
+        let token = "fe" + String(format: "%062x", index)
+        let job = try await rig.enqueue(tokens: [token])
+        let limit = min(deadline, .now + .seconds(30))
+        while ContinuousClock.now < limit {
+            let rows = try await rig.query("""
+                SELECT j.state, extract(epoch FROM l.enqueue_to_first_send)::float8
+                  FROM push.jobs j JOIN push.job_latency l ON l.job_id = j.id WHERE j.id = \(job)
+                """)
+            if let row = rows.first {
+                let (state, latency) = try row.decode((String, Double?).self)
+                if ["done", "failed", "cancelled"].contains(state) {
+                    guard let latency else { throw EmbeddedError("latency job \(job) ended \(state) without a send") }
+                    return latency
+                }
+            }
+            try rig.checkWorkersAlive()
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        throw EmbeddedError("latency job \(job) did not finish in time")
+    }
+}

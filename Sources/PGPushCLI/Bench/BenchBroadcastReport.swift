@@ -1,0 +1,88 @@
+import Foundation
+
+/// What `pgpush bench broadcast` measured.
+struct BenchBroadcastReport: Sendable {
+    var devices: Int
+    var workers: Int
+    var jobState: String
+    /// Final outcomes of the broadcast (delivered + failed).
+    var tokens: Int64
+    var delivered: Int64
+    var failed: Int64
+    /// `push.jobs.finished_at − started_at` of the broadcast.
+    var jobSeconds: Double?
+    /// Enqueue→first-send of each one-token latency job, in seconds.
+    var latencySeconds: [Double]
+    /// The broadcast's workers, as they reported when stopped.
+    var workerReports: [WorkerProcess.Report]
+    /// The simulator's accepted count right after the broadcast (before the latency jobs).
+    var broadcastAccepted: Int?
+    /// Tokens the simulator accepted more than once, over the whole run.
+    var duplicates: Int?
+
+    var tokensPerSecond: Double? {
+        guard let jobSeconds, jobSeconds > 0 else { return nil }
+        return Double(tokens) / jobSeconds
+    }
+
+    var peakRSSKilobytes: Int? { workerReports.compactMap(\.peakRSSKilobytes).max() }
+
+    /// All broadcast workers' statements, or `nil` when one of them did not report.
+    var statements: Int? {
+        let counts = workerReports.compactMap(\.statements)
+        return counts.count == workerReports.count && !counts.isEmpty ? counts.reduce(0, +) : nil
+    }
+
+    var statementsPerThousandTokens: Double? {
+        guard let statements, tokens > 0 else { return nil }
+        return Double(statements) / (Double(tokens) / 1000)
+    }
+
+    var latencyP50Milliseconds: Double? { Self.percentile(latencySeconds, 0.50).map { $0 * 1000 } }
+    var latencyP99Milliseconds: Double? { Self.percentile(latencySeconds, 0.99).map { $0 * 1000 } }
+
+    /// Nearest-rank percentile.
+    static func percentile(_ values: [Double], _ fraction: Double) -> Double? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        let rank = Int((fraction * Double(sorted.count)).rounded(.up))
+        return sorted[min(max(rank, 1), sorted.count) - 1]
+    }
+
+    var json: [String: Any] {
+        [
+            "devices": devices, "workers": workers, "job_state": jobState, "tokens": tokens,
+            "delivered": delivered, "failed": failed, "job_seconds": jsonValue(jobSeconds),
+            "tokens_per_second": jsonValue(tokensPerSecond),
+            "latency_samples": latencySeconds.count,
+            "enqueue_to_first_send_p50_ms": jsonValue(latencyP50Milliseconds),
+            "enqueue_to_first_send_p99_ms": jsonValue(latencyP99Milliseconds),
+            "worker_peak_rss_kb": jsonValue(peakRSSKilobytes),
+            "statements": jsonValue(statements),
+            "statements_per_1000_tokens": jsonValue(statementsPerThousandTokens),
+            "simulator_accepted": jsonValue(broadcastAccepted),
+            "simulator_duplicates": jsonValue(duplicates),
+            "worker_reports": workerReports.map(\.json),
+        ]
+    }
+
+    var text: String {
+        func number(_ value: Double?, _ format: String) -> String { value.map { String(format: format, $0) } ?? "-" }
+        var table = Table(["figure", "value"])
+        table.append(["devices", String(devices)])
+        table.append(["workers", String(workers)])
+        table.append(["job state", jobState])
+        table.append(["tokens (delivered + failed)", "\(tokens)"])
+        table.append(["first claim → last write (s)", number(jobSeconds, "%.2f")])
+        table.append(["tokens/s", number(tokensPerSecond, "%.0f")])
+        table.append(["enqueue→first send p50 (ms)", number(latencyP50Milliseconds, "%.1f")])
+        table.append(["enqueue→first send p99 (ms)", number(latencyP99Milliseconds, "%.1f")])
+        table.append(["latency samples", String(latencySeconds.count)])
+        table.append(["worker peak RSS (MB)", number(peakRSSKilobytes.map { Double($0) / 1024 }, "%.1f")])
+        table.append(["PostgreSQL statements", statements.map { String($0) }])
+        table.append(["statements per 1,000 tokens", number(statementsPerThousandTokens, "%.2f")])
+        table.append(["simulator accepted", broadcastAccepted.map { String($0) }])
+        table.append(["simulator duplicates", duplicates.map { String($0) }])
+        return table.render()
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+
+/// What `pgpush demo` prints at the end, as aligned tables or JSON.
+struct DemoSummary: Sendable {
+    var job: JobSnapshot
+    /// Seconds from the first claim to the last write.
+    var jobSeconds: Double?
+    var outcomes: [DeliveryOutcome]
+    var devices: BroadcastRig.Devices
+    /// Accepted notifications and duplicated tokens according to the simulator's ledger.
+    var ledger: (accepted: Int, duplicates: Int)?
+    var workers: [WorkerProcess.Report]
+    /// The throwaway cluster's directory (removed by the time the summary is printed).
+    var clusterDirectory: String?
+    var elapsedSeconds: Double
+
+    var tokensPerSecond: Double? {
+        guard let jobSeconds, jobSeconds > 0 else { return nil }
+        return Double(job.processed) / jobSeconds
+    }
+
+    var text: String {
+        var jobTable = Table(["job", "state", "total", "delivered", "failed", "pruned", "pending", "seconds", "tokens/s"])
+        jobTable.append([
+            String(job.jobID), job.state, job.total.map { String($0) }, String(job.delivered), String(job.failed),
+            String(job.pruned), String(job.pending), jobSeconds.map { String(format: "%.2f", $0) },
+            tokensPerSecond.map { String(format: "%.0f", $0) },
+        ])
+        var outcomeTable = Table(["status", "reason", "count"])
+        for outcome in outcomes {
+            outcomeTable.append([String(outcome.status), outcome.reason, String(outcome.count)])
+        }
+        var workerTable = Table(["worker", "exit", "tokens sent", "statements", "peak RSS MB"])
+        for worker in workers {
+            workerTable.append([
+                worker.id, String(worker.exitStatus), worker.tokensSent.map { String($0) },
+                worker.statements.map { String($0) },
+                worker.peakRSSKilobytes.map { String(format: "%.1f", Double($0) / 1024) },
+            ])
+        }
+        var simulator = Table(["simulator", "count"])
+        if let ledger {
+            simulator.append(["accepted", String(ledger.accepted)])
+            simulator.append(["duplicates", String(ledger.duplicates)])
+        }
+        return [
+            "",
+            "Devices: \(devices.total) registered (\(devices.live) live, \(devices.dead) dead, \(devices.bad) malformed)",
+            "", jobTable.render(), "", outcomeTable.render(), "", simulator.render(), "", workerTable.render(), "",
+            "Finished in \(String(format: "%.1f", elapsedSeconds)) s; "
+                + (clusterDirectory.map { "throwaway cluster \($0) removed." } ?? "database left in place."),
+        ].joined(separator: "\n")
+    }
+
+    var json: [String: Any] {
+        var object: [String: Any] = [
+            "job": job.json.merging(
+                ["seconds": jsonValue(jobSeconds), "tokens_per_second": jsonValue(tokensPerSecond)]) { $1 },
+            "delivery_stats": outcomes.map(\.json),
+            "devices": devices.json,
+            "workers": workers.map(\.json),
+            "cluster_directory": jsonValue(clusterDirectory),
+            "elapsed_seconds": elapsedSeconds,
+        ]
+        object["simulator"] = ledger.map { ["accepted": $0.accepted, "duplicates": $0.duplicates] } ?? NSNull()
+        return object
+    }
+}

@@ -1,0 +1,224 @@
+import Crypto
+import Foundation
+import Logging
+import PGPushSimulator
+import PGPushStore
+import PostgresNIO
+
+/// Everything one end-to-end broadcast needs, owned in one place so it can all be torn down: a database
+/// (throwaway cluster or the caller's), the APNs simulator (in-process or external), an app with a fresh P-256
+/// key, its devices, and `pgpush worker` child processes.
+///
+/// Used by `pgpush demo` and `pgpush bench broadcast`. ``cleanup()`` is idempotent and runs on every exit path.
+final class BroadcastRig: @unchecked Sendable {
+    /// How the rig is built.
+    struct Configuration {
+        /// The caller's database; `nil` starts a throwaway cluster.
+        var databaseURL: String?
+        /// An external simulator (base URL and its CA file); `nil` runs one in this process.
+        var externalSimulator: (endpoint: String, caFile: String)?
+        /// The signing key the external simulator trusts (PEM file, team id, key id); `nil` generates one.
+        var externalKey: (file: String, teamID: String, keyID: String)?
+        /// Prefix of the app id; a random suffix keeps runs on a shared database apart.
+        var appPrefix: String
+        /// Extra `pgpush worker` flags (chunk size, connections per app, …).
+        var workerArguments: [String] = []
+        var logger: Logger
+    }
+
+    /// How many devices of each kind were registered.
+    struct Devices: Sendable {
+        var live: Int
+        var dead: Int
+        var bad: Int
+        var total: Int { live + dead + bad }
+
+        /// `count` devices of which ~`deadShare` are dead (410) and ~`badShare` malformed (BadDeviceToken).
+        init(count: Int, deadShare: Double = 0, badShare: Double = 0) {
+            dead = Int(Double(count) * deadShare)
+            bad = Int(Double(count) * badShare)
+            live = count - dead - bad
+        }
+
+        var json: [String: Any] { ["total": total, "live": live, "dead": dead, "bad": bad] }
+    }
+
+    let configuration: Configuration
+    let appID: String
+    /// Temporary directory for the key, the simulator's certificates and the worker logs.
+    let directory: String
+    private(set) var cluster: EmbeddedPostgres?
+    private(set) var simulator: APNsSimulator?
+    private(set) var connection: PostgresConnection?
+    private(set) var workers: [WorkerProcess] = []
+    private var endpoint = ""
+    private var caFile = ""
+    private var databaseURL = ""
+    private var workerGeneration = 0
+    private let lock = NSLock()
+    private var logger: Logger { configuration.logger }
+
+    init(configuration: Configuration) throws {
+        self.configuration = configuration
+        self.appID = "\(configuration.appPrefix)-\(UUID().uuidString.prefix(8).lowercased())"
+        self.directory = try makeTemporaryDirectory(prefix: "pgpush-rig-")
+    }
+
+    /// The throwaway cluster's directory, if one was started (it is gone after ``cleanup()``).
+    var clusterDirectory: String? { cluster?.directory }
+
+    /// Database, schema, simulator and app; the devices come with ``registerDevices(_:)``.
+    func setUp() async throws {
+        if let url = configuration.databaseURL {
+            databaseURL = url
+        } else {
+            let cluster = try EmbeddedPostgres.start()
+            lock.withLock { self.cluster = cluster }
+            databaseURL = cluster.url
+        }
+        let url = try DatabaseURL(databaseURL)
+        _ = try await Migrator(logger: logger).migrate(url: url)
+        let connection = try await PostgresConnection.connect(
+            configuration: try url.connectionConfiguration(), id: 1, logger: logger)
+        lock.withLock { self.connection = connection }
+
+        let (keyPath, teamID, keyID, publicKey) = try signingKey()
+        if let external = configuration.externalSimulator {
+            endpoint = external.endpoint
+            caFile = external.caFile
+        } else {
+            var simulatorConfiguration = APNsSimulatorConfiguration()
+            simulatorConfiguration.certificateDirectory = "\(directory)/simulator"
+            simulatorConfiguration.tokenKeys = [SimulatorTokenKey(teamID: teamID, keyID: keyID, publicKey: publicKey!)]
+            var simulatorLogger = logger
+            simulatorLogger.logLevel = .warning
+            let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: simulatorLogger)
+            lock.withLock { self.simulator = simulator }
+            let port = try await simulator.start()
+            endpoint = "https://127.0.0.1:\(port)"
+            caFile = simulator.caCertificatePath
+        }
+        try await run("""
+            INSERT INTO push.apps (id, topic, environment, team_id, key_id, private_key_path)
+            VALUES (\(appID), 'com.example.pgpush-demo', 'production', \(teamID), \(keyID), \(keyPath))
+            """)
+    }
+
+    /// The .p8 key the workers sign with: the external one, or a new P-256 key written to the rig's directory.
+    private func signingKey() throws -> (path: String, teamID: String, keyID: String, publicKey: P256.Signing.PublicKey?) {
+        if let external = configuration.externalKey {
+            return (external.file, external.teamID, external.keyID, nil)
+        }
+        let key = P256.Signing.PrivateKey()
+        let path = "\(directory)/AuthKey_PGPDEMOKY1.p8"
+        guard FileManager.default.createFile(
+            atPath: path, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
+        else { throw EmbeddedError("cannot write the signing key to \(path)") }
+        return (path, "PGPDEMOTM1", "PGPDEMOKY1", key.publicKey)
+    }
+
+    /// Registers the devices in one statement each kind: live tokens are 64 hex digits, dead ones start with
+    /// `dead` (registered 30 days ago, so the simulator's 410 timestamp of yesterday prunes them), bad ones `bad0`.
+    func registerDevices(_ devices: Devices) async throws {
+        try await run("""
+            INSERT INTO push.devices (app_id, token)
+            SELECT \(appID), lpad(to_hex(g), 64, '0') FROM generate_series(1, \(devices.live)) g
+            """)
+        try await run("""
+            INSERT INTO push.devices (app_id, token, registered_at)
+            SELECT \(appID), 'dead' || lpad(to_hex(g), 60, '0'), now() - interval '30 days'
+              FROM generate_series(1, \(devices.dead)) g
+            """)
+        try await run("""
+            INSERT INTO push.devices (app_id, token)
+            SELECT \(appID), 'bad0' || lpad(to_hex(g), 60, '0') FROM generate_series(1, \(devices.bad)) g
+            """)
+        try await run("ANALYZE push.devices")
+    }
+
+    /// Enqueues a broadcast to every device of the app (or to `tokens`) and returns the job id.
+    func enqueue(tokens: [String]? = nil) async throws -> Int64 {
+        let payload = #"{"aps":{"alert":{"title":"pgpush","body":"Hello from the pgpush demo"}}}"#
+        let rows = try await query("SELECT push.enqueue(\(appID), \(payload)::jsonb, tokens => \(tokens))")
+        guard let row = rows.first else { throw EmbeddedError("push.enqueue returned nothing") }
+        return try row.decode(Int64.self)
+    }
+
+    /// Starts `count` worker processes against the rig's database and simulator.
+    func startWorkers(_ count: Int) throws {
+        workerGeneration += 1
+        let arguments = [
+            "--database-url", databaseURL, "--apns-endpoint", endpoint, "--apns-ca-file", caFile,
+            "--metrics-port=-1", "--maintenance-interval", "1",
+        ] + configuration.workerArguments
+        for index in 1...max(count, 1) {
+            let id = "\(appID)-w\(workerGeneration).\(index)"
+            let worker = try WorkerProcess(id: id, arguments: arguments, logPath: "\(directory)/\(id).log")
+            lock.withLock { workers.append(worker) }
+        }
+    }
+
+    /// Fails when a worker died on its own (bad flags, unreachable database): the run cannot succeed.
+    func checkWorkersAlive() throws {
+        for worker in lock.withLock({ workers }) where !worker.isRunning {
+            throw EmbeddedError("worker \(worker.id) exited early:\n\(worker.logTail())")
+        }
+    }
+
+    /// Samples every running worker's peak RSS.
+    func sampleWorkerMemory() {
+        for worker in lock.withLock({ workers }) { worker.samplePeakRSS() }
+    }
+
+    /// SIGTERMs every worker at once, then collects their reports.
+    func stopWorkers() async -> [WorkerProcess.Report] {
+        let stopping = lock.withLock { () -> [WorkerProcess] in
+            defer { workers = [] }
+            return workers
+        }
+        for worker in stopping { worker.samplePeakRSS() }
+        for worker in stopping where worker.isRunning { kill(worker.pid, SIGTERM) }
+        var reports: [WorkerProcess.Report] = []
+        for worker in stopping { reports.append(await worker.stop()) }
+        return reports
+    }
+
+    /// Workers, simulator, connection, cluster and temporary files, in that order. Safe to call more than once.
+    func cleanup() async {
+        _ = await stopWorkers()
+        let (simulator, connection, cluster) = lock.withLock { () -> (APNsSimulator?, PostgresConnection?, EmbeddedPostgres?) in
+            defer { self.simulator = nil; self.connection = nil; self.cluster = nil }
+            return (self.simulator, self.connection, self.cluster)
+        }
+        await simulator?.shutdown()
+        try? await connection?.close()
+        cluster?.stop()
+        if configuration.databaseURL != nil, let connection = try? await reconnectForCleanup() {
+            // On the caller's database, remove what the run created so repeated runs do not pile up devices.
+            _ = try? await connection.query("DELETE FROM push.devices WHERE app_id = \(appID)", logger: logger).collect()
+            try? await connection.close()
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func reconnectForCleanup() async throws -> PostgresConnection {
+        try await PostgresConnection.connect(
+            configuration: try DatabaseURL(databaseURL).connectionConfiguration(), id: 2, logger: logger)
+    }
+
+    /// The simulator's accepted count and duplicated tokens, when it runs in-process.
+    var ledger: (accepted: Int, duplicates: Int)? {
+        guard let simulator = lock.withLock({ self.simulator }) else { return nil }
+        return (simulator.ledger.acceptedCount, simulator.ledger.duplicates.count)
+    }
+
+    @discardableResult
+    func query(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        guard let connection = lock.withLock({ self.connection }) else { throw EmbeddedError("not connected") }
+        return try await connection.query(query, logger: logger).collect()
+    }
+
+    private func run(_ statement: PostgresQuery) async throws {
+        try await query(statement)
+    }
+}

@@ -1,0 +1,178 @@
+import Foundation
+
+/// A throwaway PostgreSQL cluster in a temporary directory, for `pgpush demo` and `pgpush bench broadcast`.
+///
+/// Same recipe as `scripts/pg-env.sh`: `initdb` with trust authentication, a free loopback port, the Unix socket
+/// inside the cluster directory, durability switched off (the data is thrown away). `initdb` and `postgres`
+/// refuse to run as root, so as root they run as the `postgres` user through `runuser`. Missing binaries are an
+/// error that tells the user to install the `postgresql` package; nothing is installed behind their back.
+final class EmbeddedPostgres: @unchecked Sendable {
+    /// The cluster directory (data, logs, socket); removed by ``stop()``.
+    let directory: String
+    let port: Int
+    private let binaries: String
+    private let runAsPostgres: Bool
+    private var running = false
+    private let lock = NSLock()
+
+    /// `postgres://postgres@127.0.0.1:<port>/postgres`.
+    var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable" }
+
+    /// Creates and starts a cluster; on failure everything created so far is removed.
+    static func start() throws -> EmbeddedPostgres {
+        guard let binaries = binaryDirectory() else {
+            throw EmbeddedError(
+                "PostgreSQL is not installed (no initdb in /usr/lib/postgresql/*/bin or on PATH): "
+                    + "install the postgresql package (apt-get install postgresql) or pass --database-url")
+        }
+        let directory = try makeTemporaryDirectory(prefix: "pgpush-pg-")
+        let cluster = EmbeddedPostgres(directory: directory, port: try freeLoopbackPort(), binaries: binaries)
+        do {
+            try cluster.initialise()
+            return cluster
+        } catch {
+            cluster.stop()
+            throw error
+        }
+    }
+
+    private init(directory: String, port: Int, binaries: String) {
+        self.directory = directory
+        self.port = port
+        self.binaries = binaries
+        self.runAsPostgres = getuid() == 0
+    }
+
+    private func initialise() throws {
+        if runAsPostgres {
+            guard let account = getpwnam("postgres") else {
+                throw EmbeddedError("running as root needs a `postgres` user to own the cluster (the postgresql package creates it)")
+            }
+            guard chown(directory, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
+                throw EmbeddedError("cannot hand \(directory) to the postgres user: errno \(errno)")
+            }
+        }
+        chmod(directory, 0o700)
+        try runTool("initdb", ["-D", "\(directory)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"],
+                    log: "\(directory)/initdb.log")
+        let settings = """
+
+            listen_addresses = '127.0.0.1'
+            port = \(port)
+            unix_socket_directories = '\(directory)'
+            max_connections = 300
+            shared_buffers = 256MB
+            fsync = off
+            synchronous_commit = off
+            full_page_writes = off
+            log_min_messages = warning
+
+            """
+        let configuration = try FileHandle(forWritingTo: URL(fileURLWithPath: "\(directory)/data/postgresql.conf"))
+        try configuration.seekToEnd()
+        try configuration.write(contentsOf: Data(settings.utf8))
+        try configuration.close()
+        lock.withLock { running = true }
+        try runTool("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60", "start"],
+                    log: "\(directory)/pg_ctl.log")
+    }
+
+    /// Stops the server (immediate mode: nothing worth keeping) and removes the directory. Safe to call twice.
+    func stop() {
+        let wasRunning = lock.withLock { () -> Bool in
+            defer { running = false }
+            return running
+        }
+        if wasRunning {
+            try? runTool("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "-t", "30", "stop"], log: nil)
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Runs one PostgreSQL tool to completion (as `postgres` when root); a non-zero exit throws with its output.
+    ///
+    /// posix_spawn and waitpid rather than Foundation's `Process`: `pg_ctl start` leaves a daemon behind that
+    /// inherits the descriptors, and `Process` only notices an exit once every inherited descriptor is closed.
+    private func runTool(_ tool: String, _ arguments: [String], log: String?) throws {
+        let executable = runAsPostgres ? "/usr/sbin/runuser" : "\(binaries)/\(tool)"
+        let argv = (runAsPostgres ? ["runuser", "-u", "postgres", "--", "\(binaries)/\(tool)"] : [tool]) + arguments
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("pgpush-\(tool)-\(UUID().uuidString).log")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let status = try spawnAndWait(executable: executable, arguments: argv, outputPath: output.path)
+        guard status == 0 else {
+            let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+            let serverLog = log.flatMap { _ in try? String(contentsOfFile: "\(directory)/server.log", encoding: .utf8) } ?? ""
+            throw EmbeddedError("\(tool) failed (exit \(status)): \(text)\(serverLog)")
+        }
+    }
+
+    /// The newest `/usr/lib/postgresql/<version>/bin`, else the directory of `initdb` on PATH.
+    static func binaryDirectory() -> String? {
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
+            .compactMap { Int($0) }.sorted()
+        for version in versions.reversed() where FileManager.default.isExecutableFile(atPath: "\(root)/\(version)/bin/initdb") {
+            return "\(root)/\(version)/bin"
+        }
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        for directory in path.split(separator: ":") where FileManager.default.isExecutableFile(atPath: "\(directory)/initdb") {
+            return String(directory)
+        }
+        return nil
+    }
+}
+
+/// A failure of the embedded machinery (PostgreSQL, child processes); its description is shown to the user.
+struct EmbeddedError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A fresh directory under the system temporary directory.
+func makeTemporaryDirectory(prefix: String) throws -> String {
+    var template = Array((NSTemporaryDirectory() + prefix + "XXXXXX").utf8CString)
+    guard let result = mkdtemp(&template) else {
+        throw EmbeddedError("cannot create a temporary directory: errno \(errno)")
+    }
+    return String(cString: result)
+}
+
+/// A loopback TCP port that was free a moment ago (bound to port 0, then released).
+func freeLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw EmbeddedError("socket() failed: errno \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw EmbeddedError("cannot find a free port: errno \(errno)") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Runs a program with standard output and error appended to `outputPath` and standard input from /dev/null;
+/// returns its exit status (128 + signal number when killed).
+func spawnAndWait(executable: String, arguments: [String], outputPath: String) throws -> Int32 {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, executable, &actions, nil, &argv, environ)
+    guard spawned == 0 else { throw EmbeddedError("cannot start \(executable): error \(spawned)") }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 {
+        guard errno == EINTR else { throw EmbeddedError("waitpid for \(executable) failed: errno \(errno)") }
+    }
+    // WIFEXITED / WEXITSTATUS / WTERMSIG by hand: the C macros are not imported.
+    let signal = status & 0x7f
+    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+}
