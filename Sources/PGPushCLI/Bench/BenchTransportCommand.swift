@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import NIOPosix
 import PGPushAPNs
 import PGPushCore
 import Synchronization
@@ -58,6 +59,9 @@ struct BenchTransportCommand: AsyncParsableCommand {
     @Flag(name: .customLong("json"), help: "Print the report as JSON.")
     var json = false
 
+    @Option(name: .customLong("event-loop-threads"), help: "Event-loop threads for the pool (default: one per core).")
+    var eventLoopThreads: Int?
+
     @Flag(name: .customLong("progress"), help: "Print pool statistics to stderr every second.")
     var progress = false
 
@@ -82,7 +86,14 @@ struct BenchTransportCommand: AsyncParsableCommand {
         var configuration = APNsClientConfiguration(endpoint: try APNsEndpoint(url: endpoint))
         configuration.additionalTrustRootsPEMFile = caFile
         configuration.connectionsPerPool = connections
-        let pool = try APNsConnectionPool(configuration: configuration, credentials: try credentials(), logger: logger)
+        let group: MultiThreadedEventLoopGroup =
+            eventLoopThreads.map { MultiThreadedEventLoopGroup(numberOfThreads: max(1, $0)) } ?? .singleton
+        let pool = try APNsConnectionPool(
+            configuration: configuration,
+            credentials: try credentials(),
+            eventLoopGroup: group,
+            logger: logger
+        )
         let tokens = try loadTokens()
         let callers = min(concurrency ?? 1000 * connections, count)
         let plan = TransportBenchPlan(count: count, topic: topic, tokens: tokens)
