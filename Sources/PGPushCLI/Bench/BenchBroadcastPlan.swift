@@ -57,11 +57,14 @@ struct BenchBroadcastPlan: Sendable {
             duplicates: rig.ledger?.duplicates)
     }
 
-    /// Enqueues a job for one fresh token (never a broadcast device, so the ledger sees no duplicate), waits
-    /// until it is done and returns its enqueue→first-send latency in seconds.
+    /// Registers one fresh device (never a broadcast device, so the ledger sees no duplicate) with its own
+    /// user id, enqueues a job for that user, waits until it is done and returns its enqueue→first-send
+    /// latency in seconds. (A user audience rather than `tokens => …`: both are one-token jobs to the worker.)
     private func oneTokenLatency(rig: BroadcastRig, index: Int, deadline: ContinuousClock.Instant) async throws -> Double {
         let token = "fe" + String(format: "%062x", index)
-        let job = try await rig.enqueue(tokens: [token])
+        let user = "latency-\(index)"
+        try await rig.query("INSERT INTO push.devices (app_id, token, user_id) VALUES (\(rig.appID), \(token), \(user))")
+        let job = try await rig.enqueue(userIDs: [user])
         let limit = min(deadline, .now + .seconds(30))
         while ContinuousClock.now < limit {
             let rows = try await rig.query("""
@@ -78,6 +81,7 @@ struct BenchBroadcastPlan: Sendable {
             try rig.checkWorkersAlive()
             try await Task.sleep(for: .milliseconds(5))
         }
-        throw EmbeddedError("latency job \(job) did not finish in time")
+        let state = try await rig.snapshot(job: job).map { "\($0.state), \($0.pending) pending" } ?? "unknown"
+        throw EmbeddedError("latency job \(job) did not finish in time (\(state)); worker log:\n\(rig.workerLogTail())")
     }
 }

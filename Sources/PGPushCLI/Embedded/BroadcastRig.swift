@@ -136,10 +136,10 @@ final class BroadcastRig: @unchecked Sendable {
         try await run("ANALYZE push.devices")
     }
 
-    /// Enqueues a broadcast to every device of the app (or to `tokens`) and returns the job id.
-    func enqueue(tokens: [String]? = nil) async throws -> Int64 {
+    /// Enqueues a broadcast to every device of the app (or to those of `userIDs`) and returns the job id.
+    func enqueue(userIDs: [String]? = nil) async throws -> Int64 {
         let payload = #"{"aps":{"alert":{"title":"pgpush","body":"Hello from the pgpush demo"}}}"#
-        let rows = try await query("SELECT push.enqueue(\(appID), \(payload)::jsonb, tokens => \(tokens))")
+        let rows = try await query("SELECT push.enqueue(\(appID), \(payload)::jsonb, user_ids => \(userIDs))")
         guard let row = rows.first else { throw EmbeddedError("push.enqueue returned nothing") }
         return try row.decode(Int64.self)
     }
@@ -163,6 +163,11 @@ final class BroadcastRig: @unchecked Sendable {
         for worker in lock.withLock({ workers }) where !worker.isRunning {
             throw EmbeddedError("worker \(worker.id) exited early:\n\(worker.logTail())")
         }
+    }
+
+    /// The last lines of every running worker's log, for error messages.
+    func workerLogTail() -> String {
+        lock.withLock { workers }.map { "\($0.id):\n\($0.logTail())" }.joined(separator: "\n")
     }
 
     /// Samples every running worker's peak RSS.

@@ -95,8 +95,8 @@ final class WorkerProcess: @unchecked Sendable {
     }
 
     /// The last lines of the worker's log, for error messages.
-    func logTail(lines: Int = 10) -> String {
+    func logTail(lines: Int = 4) -> String {
         let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").suffix(lines).joined(separator: "\n")
+        return text.split(separator: "\n").suffix(lines).map { $0.prefix(600) }.joined(separator: "\n")
     }
 }
