@@ -119,7 +119,7 @@ final class SimulatorConnection: @unchecked Sendable {
         let dynamic = server.snapshot
         let faults = dynamic.faults
         requestsReceived += 1
-        let requestNumber = requestsReceived
+        let requestNumber = server.nextRequestNumber()
 
         if let every = faults.resetEveryStreams, every > 0, requestNumber % every == 0 {
             dropConnection()

@@ -13,6 +13,13 @@ final class SimulatorServerContext: Sendable {
     let authority: ProviderTokenAuthority
     let ledger: SimulatorLedger
     let statistics: SimulatorStatisticsRecorder
+    /// Requests received by the whole server: the connection-level faults (reset, GOAWAY every N streams) count
+    /// across connections, so a GOAWAY every 5,000 streams does not keep a reset every 20,000 from ever firing.
+    private let requestCounter = Atomic<Int>(0)
+
+    func nextRequestNumber() -> Int {
+        requestCounter.add(1, ordering: .relaxed).newValue
+    }
     let dynamic: Mutex<Dynamic>
     /// Requests seen per device token; only maintained while a fault needs it.
     let attemptsByToken = Mutex<[String: Int]>([:])

@@ -13,7 +13,10 @@ extension QueueStore {
             WITH candidates AS (
                 SELECT c.id
                   FROM push.chunks c
-                 WHERE ((c.locked_by IS NULL AND c.next_attempt_at <= now()) OR c.locked_until < now())
+                 WHERE ((c.locked_by IS NULL AND c.next_attempt_at <= now())
+                        -- A rescue: the holder stopped renewing its lease. Never our own chunk, which may just
+                        -- have a late heartbeat while its requests are still in flight.
+                        OR (c.locked_until < now() AND c.locked_by <> \(workerID)))
                    AND NOT EXISTS (SELECT 1 FROM push.apps a WHERE a.id = c.app_id AND a.paused_reason IS NOT NULL)
                  ORDER BY c.priority DESC, c.seq, c.id
                  LIMIT \(limit)
