@@ -65,3 +65,42 @@ func runningProcessMentions(_ text: String) -> Bool {
     }
     return false
 }
+
+@Suite("pgpush demo interrupted", .timeLimit(.minutes(3)))
+struct DemoInterruptTests {
+    @Test("SIGINT mid-broadcast: exit 130, workers stopped, cluster stopped and removed")
+    func interruptCleansUp() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pgpush-demo-int-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let output = directory.appendingPathComponent("out")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        let process = Process()
+        process.executableURL = CLIProcess.binary
+        process.arguments = ["demo", "--devices", "50000", "--workers", "2", "--timeout", "120"]
+        process.standardOutput = try FileHandle(forWritingTo: output)
+        process.standardError = process.standardOutput
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        func text() -> String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
+        try await eventually(timeout: .seconds(90)) { text().contains("worker(s) started") || !process.isRunning }
+        try #require(process.isRunning, "demo ended early: \(text())")
+        let lines = text().split(separator: "\n")
+        let clusterLine = try #require(lines.first { $0.contains("PostgreSQL in ") })
+        let cluster = try #require(clusterLine.split(separator: " ").first { $0.hasPrefix("/") }.map { String($0.dropLast()) })
+        let appLine = try #require(lines.first { $0.contains("for app ") })
+        let app = try #require(appLine.components(separatedBy: "for app ").last?.split(separator: ";").first.map(String.init))
+        #expect(FileManager.default.fileExists(atPath: cluster))
+        #expect(runningProcessMentions(app), "no worker of \(app) is running")
+
+        kill(process.processIdentifier, SIGINT)
+        try await eventually(timeout: .seconds(90)) { !process.isRunning }
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 130, "\(text())")
+        #expect(!FileManager.default.fileExists(atPath: cluster), "cluster directory \(cluster) left behind")
+        #expect(!runningProcessMentions(cluster), "PostgreSQL of \(cluster) still runs")
+        #expect(!runningProcessMentions(app), "a worker of \(app) still runs")
+    }
+}

@@ -100,7 +100,7 @@ struct DemoPlan: Sendable {
 
         let job = try await rig.enqueue()
         try rig.startWorkers(workers)
-        say("pgpush demo: enqueued job \(job); \(workers) worker(s) started")
+        say("pgpush demo: enqueued job \(job) for app \(rig.appID); \(workers) worker(s) started")
 
         var printer = ProgressPrinter(handle: console)
         _ = try await rig.waitForJob(job, interval: .milliseconds(250), timeout: timeout) { snapshot, seconds in
