@@ -111,3 +111,24 @@ import PGPushCore
         #expect(AdaptiveConcurrency(minimum: 1, maximum: 8).limit == 8)
     }
 }
+
+struct SlowStartTests {
+    @Test func slowStartDoublesPerWindowUntilTheFirstOverload() {
+        var limiter = AdaptiveConcurrency(initial: 8, minimum: 4, maximum: 1000, slowStart: true)
+        for _ in 0..<8 { limiter.recordSuccess() }
+        #expect(limiter.limit == 16)
+        for _ in 0..<16 { limiter.recordSuccess() }
+        #expect(limiter.limit == 32)
+        let decreased = limiter.recordOverload(now: .now)
+        #expect(decreased)
+        #expect(limiter.limit == 16)
+        // After an overload, growth is additive again: a full window of successes adds about one.
+        for _ in 0..<16 { limiter.recordSuccess() }
+        #expect(limiter.limit == 16 || limiter.limit == 17)
+    }
+
+    @Test func withoutSuccessesTheLimitNeverGrows() {
+        let limiter = AdaptiveConcurrency(initial: 8, minimum: 4, maximum: 1000, slowStart: true)
+        #expect(limiter.limit == 8)
+    }
+}

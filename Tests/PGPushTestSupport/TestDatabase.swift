@@ -27,11 +27,12 @@ public struct TestDatabase: Sendable {
     /// Creates and migrates a database, runs `body` with a connected client, then drops the database.
     public static func with<T: Sendable>(
         migrate: Bool = true,
+        cluster: DatabaseURL? = nil,
         _ body: @Sendable (TestDatabase) async throws -> T
     ) async throws -> T {
         var logger = Logger(label: "pgpush.test")
         logger.logLevel = .warning
-        let admin = try clusterURL()
+        let admin = try cluster ?? clusterURL()
         let name = "pgpush_test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased())"
         try await Self.admin(admin, logger: logger) { connection in
             try await connection.query("CREATE DATABASE \(unescaped: name)", logger: logger)

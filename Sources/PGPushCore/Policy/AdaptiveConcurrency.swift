@@ -1,5 +1,9 @@
 /// An AIMD limit on in-flight requests: halve on overload (429, 503), grow back by about one per
 /// window of successes, like TCP congestion avoidance. Pure; the caller passes the time.
+///
+/// With `slowStart`, a small initial limit grows by one per success (doubling per round trip) until the
+/// first overload, like TCP slow start: a new app ramps up within a few round trips, yet a misconfigured one
+/// (whose answers are all errors) never gets more than a handful of requests out before it is paused.
 public struct AdaptiveConcurrency: Sendable {
     public typealias Instant = ContinuousClock.Instant
 
@@ -11,6 +15,7 @@ public struct AdaptiveConcurrency: Sendable {
     /// from a thousand in-flight streams must not collapse the limit to the minimum.
     public let coolDown: Duration
     private var window: Double
+    private var slowStartThreshold: Double
     private var lastDecrease: Instant?
 
     /// The current limit, between ``minimum`` and ``maximum``.
@@ -21,13 +26,15 @@ public struct AdaptiveConcurrency: Sendable {
         minimum: Int = 1,
         maximum: Int = 1000,
         decreaseFactor: Double = 0.5,
-        coolDown: Duration = .seconds(1)
+        coolDown: Duration = .seconds(1),
+        slowStart: Bool = false
     ) {
         self.minimum = max(1, minimum)
         self.maximum = max(self.minimum, maximum)
         self.decreaseFactor = min(max(decreaseFactor, 0.01), 0.99)
         self.coolDown = coolDown
         self.window = Double(min(max(initial ?? self.maximum, self.minimum), self.maximum))
+        self.slowStartThreshold = slowStart ? Double(self.maximum) : 0
     }
 
     /// Records a 429 or 503. Decreases the limit multiplicatively unless a decrease happened less than
@@ -40,11 +47,14 @@ public struct AdaptiveConcurrency: Sendable {
         }
         lastDecrease = now
         window = max(Double(minimum), (window * decreaseFactor).rounded(.down))
+        slowStartThreshold = window
         return true
     }
 
-    /// Records a success: the limit grows by 1/limit, so by about one per full window of successes.
+    /// Records a success: the limit grows by 1/limit, so by about one per full window of successes
+    /// (by one per success while slow start lasts).
     public mutating func recordSuccess() {
-        window = min(Double(maximum), window + 1 / window)
+        let step = window < slowStartThreshold ? 1 : 1 / window
+        window = min(Double(maximum), window + step)
     }
 }

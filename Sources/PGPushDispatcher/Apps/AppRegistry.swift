@@ -163,6 +163,7 @@ public actor AppRegistry {
             throw PGPushError(.invalidConfiguration, "TLS setup failed for the app's connection pool")
         }
         let limiter = app.rateLimit.map { RateLimiter(fleetRatePerSecond: Double($0), liveWorkers: liveWorkers) }
-        return AppSender(app: app, pool: pool, rateLimiter: limiter)
+        let gate = ConcurrencyGate(maximum: configuration.connectionsPerApp * client.maximumStreamsPerConnectionCap)
+        return AppSender(app: app, pool: pool, rateLimiter: limiter, gate: gate)
     }
 }

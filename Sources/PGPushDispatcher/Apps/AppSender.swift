@@ -7,6 +7,8 @@ public struct AppSender: Sendable {
     public let app: AppRecord
     public let pool: APNsConnectionPool
     public let rateLimiter: RateLimiter?
+    /// Adaptive in-flight limit for this app (slow start, halves on 429/503).
+    let gate: ConcurrencyGate
 
     /// The `apns-topic` for a push type: the bundle id plus the suffix APNs requires for that type.
     public func topic(for pushType: PushType) -> String {

@@ -17,8 +17,6 @@ struct ChunkProcessor: Sendable {
     let logger: Logger
     /// Set when a graceful shutdown starts: no new request is started, the rest is given back.
     let stopSending: StopSignal
-    /// Requests one chunk keeps in flight; together the active chunks keep every connection's streams busy.
-    var window: Int = 1000
 
     func process(_ chunk: ClaimedChunk, job: JobDetails) async throws -> ChunkCompletion {
         var completion = ChunkCompletion(chunk: chunk)
@@ -53,18 +51,22 @@ struct ChunkProcessor: Sendable {
         var tally = Tally()
 
         await withTaskGroup(of: (String, APNsOutcome, Date).self) { group in
-            var inFlight = 0
             for token in tokens {
                 if stopSending.isSet || appHealth.isPaused(chunk.appID) {
                     tally.unsent.append(token)
                     continue
                 }
-                if inFlight >= window, let result = await group.next() {
-                    inFlight -= 1
-                    handle(result, chunk: chunk, job: job, into: &tally)
+                // The app's adaptive limit: a misconfigured app gets only a handful of requests out before its
+                // errors pause it, and 429/503 slow every chunk of the app down.
+                await sender.gate.acquire()
+                if stopSending.isSet || appHealth.isPaused(chunk.appID) {
+                    sender.gate.release(overloaded: false, succeeded: false)
+                    tally.unsent.append(token)
+                    continue
                 }
                 if let limiter = sender.rateLimiter {
                     do { try await limiter.acquire() } catch {
+                        sender.gate.release(overloaded: false, succeeded: false)
                         tally.unsent.append(token)
                         continue
                     }
@@ -73,14 +75,16 @@ struct ChunkProcessor: Sendable {
                     deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
                     collapseID: job.collapseID, apnsID: APNsID.make(jobID: chunk.jobID, token: token), payload: job.payload)
                 let pool = sender.pool
+                let gate = sender.gate
                 let metrics = self.metrics
                 group.addTask {
                     let started = ContinuousClock.now
                     let outcome = await pool.send(request)
                     metrics.sendDuration.record(duration: ContinuousClock.now - started)
+                    let status = outcome.status
+                    gate.release(overloaded: status == 429 || status == 503, succeeded: status == 200)
                     return (token, outcome, Date())
                 }
-                inFlight += 1
             }
             for await result in group {
                 handle(result, chunk: chunk, job: job, into: &tally)

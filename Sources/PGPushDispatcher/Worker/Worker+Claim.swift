@@ -43,11 +43,16 @@ extension Worker {
         let started = ContinuousClock.now
         // Jobs become chunks first, so a new one-token job competes with broadcasts already running.
         var expansions = 0
-        while expansions < 16, let expansion = try await store.expandNextDueJob(chunkSize: configuration.chunkSize) {
-            expansions += 1
-            logger.info("expanded job", metadata: [
-                "job": "\(expansion.jobID)", "app": "\(expansion.appID)", "tokens": "\(expansion.total)", "chunks": "\(expansion.chunks)",
-            ])
+        do {
+            while expansions < 16, let expansion = try await store.expandNextDueJob(chunkSize: configuration.chunkSize) {
+                expansions += 1
+                logger.info("expanded job", metadata: [
+                    "job": "\(expansion.jobID)", "app": "\(expansion.appID)", "tokens": "\(expansion.total)", "chunks": "\(expansion.chunks)",
+                ])
+            }
+        } catch {
+            // Work already expanded must keep flowing even if expanding a new job fails.
+            logger.error("expanding a job failed", metadata: ["error": "\(String(reflecting: error))"])
         }
         let chunks = try await store.claimChunks(limit: limit, lease: configuration.lease)
         guard !chunks.isEmpty else { return [] }

@@ -31,6 +31,7 @@ extension QueueStore {
             RETURNING c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token,
                       coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims
             """)
+        // UPDATE … RETURNING does not keep the candidates' order; restore it so urgent chunks start first.
         return try rows.map { row in
             let (id, jobID, appID, priority, seq, kind, lo, hi, tokens, attempt, lastReason, claims) = try row.decode(
                 (Int64, Int64, String, Int, Int, String, String?, String?, [String], Int, String?, Int).self)
@@ -38,7 +39,7 @@ extension QueueStore {
                 id: id, jobID: jobID, appID: appID, priority: priority, seq: seq,
                 kind: ClaimedChunk.Kind(rawValue: kind) ?? .tokens, loToken: lo, hiToken: hi, tokens: tokens,
                 attempt: attempt, lastReason: lastReason, claims: claims)
-        }
+        }.sorted { ($1.priority, $0.seq, $0.id) < ($0.priority, $1.seq, $1.id) }
     }
 
     /// The tokens of a 'range' chunk: the job's audience within the chunk's key range, read at send time.

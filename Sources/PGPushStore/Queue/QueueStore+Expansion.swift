@@ -32,13 +32,13 @@ extension QueueStore {
             if explicit {
                 counts = try await self.run("""
                     WITH numbered AS (
-                        SELECT t.token, t.ord FROM push.jobs j, unnest(j.tokens) WITH ORDINALITY AS t(token, ord)
+                        SELECT t.token, t.ord, ((t.ord - 1) / \(size))::int AS seq
+                          FROM push.jobs j, unnest(j.tokens) WITH ORDINALITY AS t(token, ord)
                          WHERE j.id = \(jobID)
                     ), inserted AS (
                         INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at)
-                        SELECT \(jobID), \(appID), \(priority), ((ord - 1) / \(size))::int, 'tokens',
-                               array_agg(token ORDER BY ord), count(*)::int, \(sendAt)
-                          FROM numbered GROUP BY (ord - 1) / \(size)
+                        SELECT \(jobID), \(appID), \(priority), seq, 'tokens', array_agg(token ORDER BY ord), count(*)::int, \(sendAt)
+                          FROM numbered GROUP BY seq
                         RETURNING estimated_tokens
                     )
                     SELECT coalesce(sum(estimated_tokens), 0)::int8, count(*)::int8 FROM inserted

@@ -19,10 +19,11 @@ struct Fleet: Sendable {
     static let keyID = "KEY1234567"
 
     static func with(
+        cluster: DatabaseURL? = nil,
         configure: @Sendable (inout APNsSimulatorConfiguration) -> Void = { _ in },
         _ body: @Sendable (Fleet) async throws -> Void
     ) async throws {
-        try await TestDatabase.with { db in
+        try await TestDatabase.with(cluster: cluster) { db in
             let directory = NSTemporaryDirectory() + "pgpush-fleet-\(UUID().uuidString)"
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: directory) }
