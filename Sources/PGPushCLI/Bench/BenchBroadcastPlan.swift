@@ -78,7 +78,7 @@ struct BenchBroadcastPlan: Sendable {
                     return latency
                 }
             }
-            try rig.checkWorkersAlive()
+            try await rig.checkWorkersAlive()
             try await Task.sleep(for: .milliseconds(5))
         }
         let state = try await rig.snapshot(job: job).map { "\($0.state), \($0.pending) pending" } ?? "unknown"

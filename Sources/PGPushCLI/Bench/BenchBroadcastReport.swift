@@ -25,6 +25,9 @@ struct BenchBroadcastReport: Sendable {
         return Double(tokens) / jobSeconds
     }
 
+    /// Broadcast workers that exited on their own and were replaced (normally 0).
+    var workersReplaced: Int { max(workerReports.count - workers, 0) }
+
     var peakRSSKilobytes: Int? { workerReports.compactMap(\.peakRSSKilobytes).max() }
 
     /// All broadcast workers' statements, or `nil` when one of them did not report.
@@ -63,6 +66,7 @@ struct BenchBroadcastReport: Sendable {
             "simulator_accepted": jsonValue(broadcastAccepted),
             "simulator_duplicates": jsonValue(duplicates),
             "worker_reports": workerReports.map(\.json),
+            "workers_replaced": workersReplaced,
         ]
     }
 
@@ -71,6 +75,7 @@ struct BenchBroadcastReport: Sendable {
         var table = Table(["figure", "value"])
         table.append(["devices", String(devices)])
         table.append(["workers", String(workers)])
+        if workersReplaced > 0 { table.append(["workers replaced (exited on their own)", String(workersReplaced)]) }
         table.append(["job state", jobState])
         table.append(["tokens (delivered + failed)", "\(tokens)"])
         table.append(["first claim → last write (s)", number(jobSeconds, "%.2f")])

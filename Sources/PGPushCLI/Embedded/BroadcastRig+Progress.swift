@@ -40,7 +40,7 @@ extension BroadcastRig {
             guard elapsed < timeout else {
                 throw EmbeddedError("job \(job) did not finish within \(timeout) (state \(snapshot.state), \(snapshot.pending) pending)")
             }
-            try checkWorkersAlive()
+            try await checkWorkersAlive()
             sampleWorkerMemory()
             try await Task.sleep(for: interval)
         }

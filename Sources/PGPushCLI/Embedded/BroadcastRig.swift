@@ -147,21 +147,37 @@ final class BroadcastRig: @unchecked Sendable {
     /// Starts `count` worker processes against the rig's database and simulator.
     func startWorkers(_ count: Int) throws {
         workerGeneration += 1
+        for index in 1...max(count, 1) {
+            try startWorker(id: "\(appID)-w\(workerGeneration).\(index)")
+        }
+    }
+
+    private func startWorker(id: String) throws {
         let arguments = [
             "--database-url", databaseURL, "--apns-endpoint", endpoint, "--apns-ca-file", caFile,
             "--metrics-port=-1", "--maintenance-interval", "1",
         ] + configuration.workerArguments
-        for index in 1...max(count, 1) {
-            let id = "\(appID)-w\(workerGeneration).\(index)"
-            let worker = try WorkerProcess(id: id, arguments: arguments, logPath: "\(directory)/\(id).log")
-            lock.withLock { workers.append(worker) }
-        }
+        let worker = try WorkerProcess(id: id, arguments: arguments, logPath: "\(directory)/\(id).log")
+        lock.withLock { workers.append(worker) }
     }
 
-    /// Fails when a worker died on its own (bad flags, unreachable database): the run cannot succeed.
-    func checkWorkersAlive() throws {
+    /// Workers replaced after exiting on their own, and what they reported.
+    private(set) var replacedWorkers: [WorkerProcess.Report] = []
+
+    /// A worker that exited before being stopped is replaced, at most `maximumReplacements` times in a run:
+    /// a clean exit (status 0) means something outside signalled it, and the broadcast can still finish.
+    /// A worker that failed (bad flags, unreachable database) or too many replacements end the run.
+    func checkWorkersAlive(maximumReplacements: Int = 3) async throws {
         for worker in lock.withLock({ workers }) where !worker.isRunning {
-            throw EmbeddedError("worker \(worker.id) exited early:\n\(worker.logTail())")
+            let report = await worker.stop()
+            guard report.exitStatus == 0, replacedWorkers.count < maximumReplacements else {
+                throw EmbeddedError("worker \(worker.id) exited early (status \(report.exitStatus)):\n\(worker.logTail())")
+            }
+            FileHandle.standardError.write(Data(
+                "pgpush: worker \(worker.id) exited unexpectedly (status 0, signalled from outside?); starting a replacement\n".utf8))
+            lock.withLock { workers.removeAll { $0 === worker } }
+            replacedWorkers.append(report)
+            try startWorker(id: worker.id + "r")
         }
     }
 
@@ -175,7 +191,7 @@ final class BroadcastRig: @unchecked Sendable {
         for worker in lock.withLock({ workers }) { worker.samplePeakRSS() }
     }
 
-    /// SIGTERMs every worker at once, then collects their reports.
+    /// SIGTERMs every worker at once, then collects their reports (with those of replaced workers).
     func stopWorkers() async -> [WorkerProcess.Report] {
         let stopping = lock.withLock { () -> [WorkerProcess] in
             defer { workers = [] }
@@ -183,7 +199,8 @@ final class BroadcastRig: @unchecked Sendable {
         }
         for worker in stopping { worker.samplePeakRSS() }
         for worker in stopping where worker.isRunning { kill(worker.pid, SIGTERM) }
-        var reports: [WorkerProcess.Report] = []
+        var reports = replacedWorkers
+        replacedWorkers = []
         for worker in stopping { reports.append(await worker.stop()) }
         return reports
     }
