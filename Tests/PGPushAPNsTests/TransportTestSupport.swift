@@ -47,8 +47,11 @@ enum TransportTest {
         var configuration = APNsClientConfiguration(endpoint: .custom(host: "127.0.0.1", port: port))
         configuration.additionalTrustRootsPEMFile = caFile
         configuration.connectionsPerPool = connections
-        configuration.requestTimeout = .seconds(10)
-        configuration.connectTimeout = .seconds(5)
+        // Tests about limits and faults must not see deadline expiries from a loaded machine; the deadline test
+        // sets its own short timeout.
+        configuration.requestTimeout = .seconds(60)
+        // Generous: debug-build TLS handshakes on a loaded 2-core machine can take seconds.
+        configuration.connectTimeout = .seconds(20)
         configuration.reconnectBackoff = ReconnectBackoff(minimum: .milliseconds(20), maximum: .milliseconds(200))
         return configuration
     }
@@ -100,12 +103,13 @@ enum TransportTest {
     }
 
     /// Sends one request per token with at most `concurrency` in flight and re-sends every `.noResponse`
-    /// until a response arrives (bounded attempts). Returns per-token histories.
+    /// until a response arrives (bounded attempts, growing pauses so a reconnect has time to finish).
+    /// Returns per-token histories.
     static func sendAllUntilAnswered(
         pool: APNsConnectionPool,
         tokens: [String],
         concurrency: Int,
-        maximumAttempts: Int = 30
+        maximumAttempts: Int = 40
     ) async -> [String: [APNsOutcome]] {
         await withTaskGroup(of: (String, [APNsOutcome]).self) { group in
             var results: [String: [APNsOutcome]] = [:]
@@ -115,11 +119,11 @@ enum TransportTest {
                 group.addTask {
                     var history: [APNsOutcome] = []
                     let request = TransportTest.request(token: token)
-                    for _ in 0..<maximumAttempts {
+                    for attempt in 0..<maximumAttempts {
                         let outcome = await pool.send(request)
                         history.append(outcome)
                         if case .response = outcome { break }
-                        try? await Task.sleep(for: .milliseconds(5))
+                        try? await Task.sleep(for: .milliseconds(10 * min(attempt + 1, 50)))
                     }
                     return (token, history)
                 }
