@@ -8,6 +8,7 @@ struct PGPushCommand: AsyncParsableCommand {
         subcommands: [
             MigrateCommand.self,
             WorkerCommand.self,
+            PruneCommand.self,
             BenchCommand.self,
             EnqueueCommand.self,
             WatchCommand.self,

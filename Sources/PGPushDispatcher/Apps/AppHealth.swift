@@ -10,6 +10,9 @@ final class AppHealth: Sendable {
         var lastReason: [String: String] = [:]
         var paused: Set<String> = []
         var pendingPauses: [String: String] = [:]
+        /// Pauses handed to the worker loop whose database write may not have landed yet; a sync must not
+        /// undo them in the meantime.
+        var writing: Set<String> = []
     }
 
     private let state = Mutex(State())
@@ -45,6 +48,7 @@ final class AppHealth: Sendable {
     func drainPauses() -> [String: String] {
         state.withLock { state in
             defer { state.pendingPauses = [:] }
+            state.writing.formUnion(state.pendingPauses.keys)
             return state.pendingPauses
         }
     }
@@ -52,7 +56,10 @@ final class AppHealth: Sendable {
     /// Syncs with the database: an app whose `paused_reason` was cleared (`pgpush apps resume`) starts again.
     func sync(pausedInDatabase: Set<String>) {
         state.withLock { state in
-            for app in state.paused where !pausedInDatabase.contains(app) && state.pendingPauses[app] == nil {
+            // A pause this worker is still writing counts as written once the database shows it.
+            state.writing.subtract(pausedInDatabase)
+            for app in state.paused
+            where !pausedInDatabase.contains(app) && state.pendingPauses[app] == nil && !state.writing.contains(app) {
                 state.paused.remove(app)
                 state.errors[app] = 0
             }

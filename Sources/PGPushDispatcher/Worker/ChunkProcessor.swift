@@ -77,11 +77,20 @@ struct ChunkProcessor: Sendable {
                 let pool = sender.pool
                 let gate = sender.gate
                 let metrics = self.metrics
+                let appHealth = self.appHealth
+                let appID = chunk.appID
                 group.addTask {
                     let started = ContinuousClock.now
                     let outcome = await pool.send(request)
                     metrics.sendDuration.record(duration: ContinuousClock.now - started)
                     let status = outcome.status
+                    // The app's health is judged as answers arrive, not when the chunk ends: a misconfigured app
+                    // must stop sending after its first few errors.
+                    switch classify(outcome) {
+                    case .configurationError(let reason): appHealth.recordConfigurationError(appID, reason: reason)
+                    case .delivered: appHealth.recordSuccess(appID)
+                    default: break
+                    }
                     gate.release(overloaded: status == 429 || status == 503, succeeded: status == 200)
                     return (token, outcome, Date())
                 }
@@ -117,7 +126,6 @@ struct ChunkProcessor: Sendable {
         switch classification {
         case .delivered:
             final(nil)
-            appHealth.recordSuccess(chunk.appID)
         case .tokenDead(let reason, let timestamp):
             final(reason)
             tally.prune.append(PruneCandidate(
@@ -129,10 +137,9 @@ struct ChunkProcessor: Sendable {
             tally.prune.append(PruneCandidate(token: token, status: status, reason: reason, apnsTimestamp: nil))
         case .permanentFailure(let reason):
             final(reason)
-        case .configurationError(let reason):
-            // The app is misconfigured, not this token: give it back and let the app be paused.
+        case .configurationError:
+            // The app is misconfigured, not this token: give it back; the app is paused (see AppHealth).
             tally.configurationErrors.append(token)
-            appHealth.recordConfigurationError(chunk.appID, reason: reason)
         case .retryLater(let reason, _), .refreshProviderTokenAndRetry(let reason):
             if classification.isProviderTokenUpdateStorm { metrics.providerTokenStorms.increment() }
             tally.transient.append((token, status, reason))
