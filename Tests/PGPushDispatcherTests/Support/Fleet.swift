@@ -125,7 +125,10 @@ final class WorkerProcess: @unchecked Sendable {
 
     var pid: Int32 { process.processIdentifier }
 
-    func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+    /// Signals the worker if it is still running: an exited worker's pid may already belong to another process.
+    func signal(_ signal: Int32) {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+    }
 
     /// Waits for exit within `timeout`; kills and returns nil if it does not exit.
     func waitForExit(timeout: Duration) async -> Int32? {
