@@ -91,7 +91,9 @@ struct ChunkProcessor: Sendable {
                     case .delivered: appHealth.recordSuccess(appID)
                     default: break
                     }
-                    gate.release(overloaded: status == 429 || status == 503, succeeded: status == 200)
+                    // A deadline that passed means APNs (or the path to it) is saturated as surely as a 503 does.
+                    let overloaded = status == 429 || status == 503 || outcome == .noResponse(.timeout)
+                    gate.release(overloaded: overloaded, succeeded: status == 200)
                     return (token, outcome, Date())
                 }
             }

@@ -86,6 +86,9 @@ struct Fleet: Sendable {
             "worker", "--database-url", db.urlString,
             "--apns-endpoint", "https://localhost:\(port)", "--apns-ca-file", simulator.caCertificatePath,
             "--metrics-port=-1", "--worker-id", id, "--maintenance-interval", "1", "--log-format", "json",
+            // The in-process simulator of a debug test build answers far slower than APNs; a request it has
+            // queued must not time out and be re-sent, which would show up as a duplicate in the ledger.
+            "--request-timeout", "60",
             "--log-level", "info",
         ] + arguments, logPath: directory + "/\(id).log")
     }
