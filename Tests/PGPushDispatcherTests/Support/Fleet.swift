@@ -117,7 +117,7 @@ final class WorkerProcess: @unchecked Sendable {
 
     init(arguments: [String], logPath: String) throws {
         self.logPath = logPath
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.executableURL = URL(fileURLWithPath: Fleet.executable)
         process.arguments = arguments
