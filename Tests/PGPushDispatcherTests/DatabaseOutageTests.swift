@@ -1,4 +1,5 @@
 import Foundation
+import PGPushStore
 import PGPushTestSupport
 import PostgresNIO
 import Testing
@@ -9,9 +10,9 @@ extension EndToEndTests {
         /// PostgreSQL stopped for 10 s mid-broadcast, then started again: the worker keeps its results, claims
         /// nothing while it cannot write, and the broadcast completes with nothing lost or sent twice.
         @Test func aTenSecondOutageLosesNothing() async throws {
-            let cluster = try ThrowawayCluster()
-            defer { cluster.remove() }
-            try await Fleet.with(cluster: try cluster.adminURL) { fleet in
+            let cluster = try ThrowawayPostgres.start()
+            defer { cluster.stop() }
+            try await Fleet.with(cluster: try DatabaseURL(cluster.url)) { fleet in
                 try await fleet.createApp()
                 try await fleet.registerDevices(20_000)
                 let job = try await fleet.enqueue()
@@ -20,9 +21,9 @@ extension EndToEndTests {
                 while try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)") < 4000, ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(50))
                 }
-                try cluster.stop()
+                try cluster.stopServer()
                 try await Task.sleep(for: .seconds(10))
-                try cluster.start()
+                try cluster.startServer()
 
                 #expect(try await fleet.waitForJob(job, timeout: .seconds(200)) == "done", "\(worker.log.suffix(1500))")
                 await worker.stop()

@@ -47,7 +47,7 @@ final class BroadcastRig: @unchecked Sendable {
     let appID: String
     /// Temporary directory for the key, the simulator's certificates and the worker logs.
     let directory: String
-    private(set) var cluster: EmbeddedPostgres?
+    private(set) var cluster: ThrowawayPostgres?
     private(set) var simulator: APNsSimulator?
     private(set) var connection: PostgresConnection?
     private(set) var workers: [WorkerProcess] = []
@@ -72,7 +72,7 @@ final class BroadcastRig: @unchecked Sendable {
         if let url = configuration.databaseURL {
             databaseURL = url
         } else {
-            let cluster = try EmbeddedPostgres.start()
+            let cluster = try ThrowawayPostgres.start()
             lock.withLock { self.cluster = cluster }
             databaseURL = cluster.url
         }
@@ -208,7 +208,7 @@ final class BroadcastRig: @unchecked Sendable {
     /// Workers, simulator, connection, cluster and temporary files, in that order. Safe to call more than once.
     func cleanup() async {
         _ = await stopWorkers()
-        let (simulator, connection, cluster) = lock.withLock { () -> (APNsSimulator?, PostgresConnection?, EmbeddedPostgres?) in
+        let (simulator, connection, cluster) = lock.withLock { () -> (APNsSimulator?, PostgresConnection?, ThrowawayPostgres?) in
             defer { self.simulator = nil; self.connection = nil; self.cluster = nil }
             return (self.simulator, self.connection, self.cluster)
         }

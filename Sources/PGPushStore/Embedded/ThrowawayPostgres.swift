@@ -1,32 +1,37 @@
 import Foundation
+import PGPushCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// A throwaway PostgreSQL cluster in a temporary directory, for `pgpush demo` and `pgpush bench broadcast`.
+/// A throwaway PostgreSQL cluster in a temporary directory, for `pgpush demo`, `pgpush bench broadcast` and the
+/// tests that stop and start a server of their own.
 ///
 /// Same recipe as `scripts/pg-env.sh`: `initdb` with trust authentication, a free loopback port, the Unix socket
 /// inside the cluster directory, durability switched off (the data is thrown away). `initdb` and `postgres`
 /// refuse to run as root, so as root they run as the `postgres` user through `runuser`. Missing binaries are an
 /// error that tells the user to install the `postgresql` package; nothing is installed behind their back.
-final class EmbeddedPostgres: @unchecked Sendable {
+public final class ThrowawayPostgres: @unchecked Sendable {
     /// The cluster directory (data, logs, socket); removed by ``stop()``.
-    let directory: String
-    let port: Int
+    public let directory: String
+    public let port: Int
     private let binaries: String
     private let runAsPostgres: Bool
     private var running = false
     private let lock = NSLock()
 
     /// `postgres://postgres@127.0.0.1:<port>/postgres`.
-    var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable" }
+    public var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable" }
 
     /// Creates and starts a cluster; on failure everything created so far is removed.
-    static func start() throws -> EmbeddedPostgres {
+    public static func start() throws -> ThrowawayPostgres {
         guard let binaries = binaryDirectory() else {
-            throw EmbeddedError(
+            throw PGPushError(.invalidConfiguration, 
                 "PostgreSQL is not installed (no initdb in /usr/lib/postgresql/*/bin or on PATH): "
                     + "install the postgresql package (apt-get install postgresql) or pass --database-url")
         }
         let directory = try makeTemporaryDirectory(prefix: "pgpush-pg-")
-        let cluster = EmbeddedPostgres(directory: directory, port: try freeLoopbackPort(), binaries: binaries)
+        let cluster = ThrowawayPostgres(directory: directory, port: try freeLoopbackPort(), binaries: binaries)
         do {
             try cluster.initialise()
             return cluster
@@ -46,10 +51,10 @@ final class EmbeddedPostgres: @unchecked Sendable {
     private func initialise() throws {
         if runAsPostgres {
             guard let account = getpwnam("postgres") else {
-                throw EmbeddedError("running as root needs a `postgres` user to own the cluster (the postgresql package creates it)")
+                throw PGPushError(.invalidConfiguration, "running as root needs a `postgres` user to own the cluster (the postgresql package creates it)")
             }
             guard chown(directory, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
-                throw EmbeddedError("cannot hand \(directory) to the postgres user: errno \(errno)")
+                throw PGPushError(.invalidConfiguration, "cannot hand \(directory) to the postgres user: errno \(errno)")
             }
         }
         chmod(directory, 0o700)
@@ -78,7 +83,7 @@ final class EmbeddedPostgres: @unchecked Sendable {
     }
 
     /// Stops the server (immediate mode: nothing worth keeping) and removes the directory. Safe to call twice.
-    func stop() {
+    public func stop() {
         let wasRunning = lock.withLock { () -> Bool in
             defer { running = false }
             return running
@@ -87,6 +92,16 @@ final class EmbeddedPostgres: @unchecked Sendable {
             try? runTool("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "-t", "30", "stop"], log: nil)
         }
         try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Stops the server but keeps the cluster (a test simulating an outage).
+    public func stopServer() throws {
+        try runTool("pg_ctl", ["-D", "\(directory)/data", "-m", "fast", "-w", "-t", "60", "stop"], log: nil)
+    }
+
+    /// Starts a server stopped by ``stopServer()`` again, on the same port.
+    public func startServer() throws {
+        try runTool("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60", "start"], log: nil)
     }
 
     /// Runs one PostgreSQL tool to completion (as `postgres` when root); a non-zero exit throws with its output.
@@ -102,12 +117,12 @@ final class EmbeddedPostgres: @unchecked Sendable {
         guard status == 0 else {
             let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
             let serverLog = log.flatMap { _ in try? String(contentsOfFile: "\(directory)/server.log", encoding: .utf8) } ?? ""
-            throw EmbeddedError("\(tool) failed (exit \(status)): \(text)\(serverLog)")
+            throw PGPushError(.invalidConfiguration, "\(tool) failed (exit \(status)): \(text)\(serverLog)")
         }
     }
 
     /// The newest `/usr/lib/postgresql/<version>/bin`, else the directory of `initdb` on PATH.
-    static func binaryDirectory() -> String? {
+    public static func binaryDirectory() -> String? {
         let root = "/usr/lib/postgresql"
         let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
             .compactMap { Int($0) }.sorted()
@@ -122,17 +137,12 @@ final class EmbeddedPostgres: @unchecked Sendable {
     }
 }
 
-/// A failure of the embedded machinery (PostgreSQL, child processes); its description is shown to the user.
-struct EmbeddedError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
 
 /// A fresh directory under the system temporary directory.
-func makeTemporaryDirectory(prefix: String) throws -> String {
+public func makeTemporaryDirectory(prefix: String) throws -> String {
     var template = Array((NSTemporaryDirectory() + prefix + "XXXXXX").utf8CString)
     guard let result = mkdtemp(&template) else {
-        throw EmbeddedError("cannot create a temporary directory: errno \(errno)")
+        throw PGPushError(.invalidConfiguration, "cannot create a temporary directory: errno \(errno)")
     }
     return String(cString: result)
 }
@@ -140,7 +150,7 @@ func makeTemporaryDirectory(prefix: String) throws -> String {
 /// A loopback TCP port that was free a moment ago (bound to port 0, then released).
 func freeLoopbackPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw EmbeddedError("socket() failed: errno \(errno)") }
+    guard fd >= 0 else { throw PGPushError(.invalidConfiguration, "socket() failed: errno \(errno)") }
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -150,7 +160,7 @@ func freeLoopbackPort() throws -> Int {
     let bound = withUnsafeMutablePointer(to: &address) { pointer in
         pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
     }
-    guard bound else { throw EmbeddedError("cannot find a free port: errno \(errno)") }
+    guard bound else { throw PGPushError(.invalidConfiguration, "cannot find a free port: errno \(errno)") }
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
@@ -167,10 +177,10 @@ func spawnAndWait(executable: String, arguments: [String], outputPath: String) t
     defer { for pointer in argv { free(pointer) } }
     var pid: pid_t = 0
     let spawned = posix_spawn(&pid, executable, &actions, nil, &argv, environ)
-    guard spawned == 0 else { throw EmbeddedError("cannot start \(executable): error \(spawned)") }
+    guard spawned == 0 else { throw PGPushError(.invalidConfiguration, "cannot start \(executable): error \(spawned)") }
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 {
-        guard errno == EINTR else { throw EmbeddedError("waitpid for \(executable) failed: errno \(errno)") }
+        guard errno == EINTR else { throw PGPushError(.invalidConfiguration, "waitpid for \(executable) failed: errno \(errno)") }
     }
     // WIFEXITED / WEXITSTATUS / WTERMSIG by hand: the C macros are not imported.
     let signal = status & 0x7f
