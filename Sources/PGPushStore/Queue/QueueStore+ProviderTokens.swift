@@ -19,7 +19,7 @@ extension QueueStore {
     public func replaceSharedProviderToken(
         teamID: String,
         keyID: String,
-        _ decide: @Sendable (ProviderToken?) throws -> ProviderToken
+        _ decide: @escaping @Sendable (ProviderToken?) throws -> ProviderToken
     ) async throws -> ProviderToken {
         try await transaction { connection in
             // A transaction-scoped advisory lock also covers the very first mint, when no row exists to lock.

@@ -25,10 +25,19 @@ public final class QueueStore: Sendable {
         statementCounter.add(statements, ordering: .relaxed)
     }
 
+    /// The longest any one statement or transaction of the worker may take before it is abandoned as hung.
+    /// PostgreSQL's own `statement_timeout` cannot help when the client side of a dying connection never
+    /// answers, which was seen right after a server restart.
+    public static let deadline: Duration = .seconds(60)
+
     @discardableResult
     func run(_ query: PostgresQuery) async throws -> [PostgresRow] {
         counted()
-        return try await client.query(query, logger: logger).collect()
+        let client = self.client
+        let logger = self.logger
+        return try await withDeadline(Self.deadline) {
+            try await client.query(query, logger: logger).collect()
+        }
     }
 
     @discardableResult
@@ -37,11 +46,15 @@ public final class QueueStore: Sendable {
         return try await connection.query(query, logger: logger).collect()
     }
 
-    func transaction<T: Sendable>(_ body: (PostgresConnection) async throws -> sending T) async throws -> T {
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         counted(2)  // BEGIN and COMMIT
+        let client = self.client
+        let logger = self.logger
         do {
-            return try await client.withTransaction(logger: logger) { connection in
-                try await body(connection)
+            return try await withDeadline(Self.deadline) {
+                try await client.withTransaction(logger: logger) { connection in
+                    try await body(connection)
+                }
             }
         } catch let error as PostgresTransactionError {
             if let closureError = error.closureError { throw closureError }
@@ -55,4 +68,31 @@ public final class QueueStore: Sendable {
 public struct LeaseLost: Error, Sendable, CustomStringConvertible {
     public var chunkID: Int64
     public var description: String { "lease on chunk \(chunkID) was lost to another worker" }
+}
+
+/// Runs `operation`, or throws ``PGPushError/Code/databaseUnavailable`` once `deadline` passes; the operation is
+/// then cancelled and left to wind down on its own, so a hung client call cannot hang the caller.
+func withDeadline<T: Sendable>(_ deadline: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    let outcome = Mutex<Bool>(false)
+    return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        let claim: @Sendable () -> Bool = {
+            outcome.withLock { done in
+                defer { done = true }
+                return !done
+            }
+        }
+        let work = Task { try await operation() }
+        let timer = Task {
+            try? await Task.sleep(for: deadline)
+            if !Task.isCancelled, claim() {
+                work.cancel()
+                continuation.resume(throwing: PGPushError(.databaseUnavailable, "a database call did not finish within \(deadline)"))
+            }
+        }
+        Task {
+            let result = await work.result
+            timer.cancel()
+            if claim() { continuation.resume(with: result) }
+        }
+    }
 }
