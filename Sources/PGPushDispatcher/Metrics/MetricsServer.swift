@@ -38,14 +38,18 @@ public final class MetricsServer: Service, Sendable {
             }
         boundPort.withLock { $0 = channel.channel.localAddress?.port }
         logger.info("metrics server listening", metadata: ["address": "\(host):\(channel.channel.localAddress?.port ?? port)"])
-        try await cancelWhenGracefulShutdown {
-            try await withThrowingDiscardingTaskGroup { group in
-                try await channel.executeThenClose { connections in
-                    for try await connection in connections {
-                        group.addTask { try? await self.serve(connection) }
+        do {
+            try await cancelWhenGracefulShutdown {
+                try await withThrowingDiscardingTaskGroup { group in
+                    try await channel.executeThenClose { connections in
+                        for try await connection in connections {
+                            group.addTask { try? await self.serve(connection) }
+                        }
                     }
                 }
             }
+        } catch where Task.isCancelled || Task.isShuttingDownGracefully || error is CancellationError {
+            // Stopping is the normal end of a server: the worker must still exit 0 after SIGTERM.
         }
     }
 
