@@ -16,7 +16,7 @@ extension QueueStore {
     public func expandNextDueJob(chunkSize: Int) async throws -> Expansion? {
         try await transaction { connection in
             let due = try await self.run("""
-                SELECT j.id, j.app_id, j.priority, j.tokens IS NOT NULL, j.send_at
+                SELECT j.id, j.app_id, j.priority, j.tokens IS NOT NULL, j.send_at, j.user_ids, j.tags
                   FROM push.jobs j
                   JOIN push.apps a ON a.id = j.app_id AND a.paused_reason IS NULL
                  WHERE j.state = 'queued' AND j.send_at <= now()
@@ -25,7 +25,8 @@ extension QueueStore {
                    FOR UPDATE OF j SKIP LOCKED
                 """, on: connection)
             guard let row = due.first else { return nil }
-            let (jobID, appID, priority, explicit, sendAt) = try row.decode((Int64, String, Int, Bool, Date).self)
+            let (jobID, appID, priority, explicit, sendAt, userIDs, tags) =
+                try row.decode((Int64, String, Int, Bool, Date, [String]?, [String]?).self)
             let size = max(1, chunkSize)
 
             let counts: [PostgresRow]
@@ -45,15 +46,16 @@ extension QueueStore {
                     """, on: connection)
             } else {
                 // Upper bounds every `size` tokens of the audience, in key order. The first chunk's lower bound and
-                // the last chunk's upper bound stay open.
+                // the last chunk's upper bound stay open. The audience filters are bound as parameters, so the
+                // planner drops the ones that are NULL and a user or tag audience uses its index instead of
+                // scanning every device of the app.
                 counts = try await self.run("""
-                    WITH job AS (SELECT user_ids, tags FROM push.jobs WHERE id = \(jobID)),
-                    audience AS (
+                    WITH audience AS (
                         SELECT d.token, row_number() OVER (ORDER BY d.token) AS n, count(*) OVER () AS total
-                          FROM push.devices d, job
+                          FROM push.devices d
                          WHERE d.app_id = \(appID)
-                           AND (job.user_ids IS NULL OR d.user_id = ANY (job.user_ids))
-                           AND (job.tags IS NULL OR d.tags && job.tags)
+                           AND (\(userIDs)::text[] IS NULL OR d.user_id = ANY (\(userIDs)::text[]))
+                           AND (\(tags)::text[] IS NULL OR d.tags && \(tags)::text[])
                     ), bounds AS (
                         SELECT token, n, total FROM audience WHERE n % \(size) = 0 OR n = total
                     ), ranges AS (
