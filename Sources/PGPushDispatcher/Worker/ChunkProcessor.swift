@@ -50,7 +50,7 @@ struct ChunkProcessor: Sendable {
         let priority = APNsPriority(rawValue: job.apnsPriority)
         var tally = Tally()
 
-        await withTaskGroup(of: (String, APNsOutcome, Date).self) { group in
+        await withTaskGroup(of: Answer.self) { group in
             for token in tokens {
                 if stopSending.isSet || appHealth.isPaused(chunk.appID) {
                     tally.unsent.append(token)
@@ -86,7 +86,8 @@ struct ChunkProcessor: Sendable {
                     let status = outcome.status
                     // The app's health is judged as answers arrive, not when the chunk ends: a misconfigured app
                     // must stop sending after its first few errors.
-                    switch classify(outcome) {
+                    let classification = classify(outcome)
+                    switch classification {
                     case .configurationError(let reason): appHealth.recordConfigurationError(appID, reason: reason)
                     case .delivered: appHealth.recordSuccess(appID)
                     default: break
@@ -94,7 +95,7 @@ struct ChunkProcessor: Sendable {
                     // A deadline that passed means APNs (or the path to it) is saturated as surely as a 503 does.
                     let overloaded = status == 429 || status == 503 || outcome == .noResponse(.timeout)
                     gate.release(overloaded: overloaded, succeeded: status == 200)
-                    return (token, outcome, Date())
+                    return Answer(token: token, apnsID: request.apnsID, outcome: outcome, classification: classification, sentAt: Date())
                 }
             }
             for await result in group {
@@ -102,6 +103,15 @@ struct ChunkProcessor: Sendable {
             }
         }
         return finish(tally, chunk: chunk, job: job, completion: completion)
+    }
+
+    /// One request's answer, classified once where it arrived.
+    struct Answer: Sendable {
+        var token: String
+        var apnsID: UUID
+        var outcome: APNsOutcome
+        var classification: DeliveryClass
+        var sentAt: Date
     }
 
     /// What the answers of one chunk add up to.
@@ -115,13 +125,11 @@ struct ChunkProcessor: Sendable {
         var badDeviceTokens = 0
     }
 
-    private func handle(_ result: (String, APNsOutcome, Date), chunk: ClaimedChunk, job: JobDetails, into tally: inout Tally) {
-        let (token, outcome, sentAt) = result
-        let classification = classify(outcome)
+    private func handle(_ answer: Answer, chunk: ClaimedChunk, job: JobDetails, into tally: inout Tally) {
+        let (token, outcome, sentAt, classification, apnsID) = (answer.token, answer.outcome, answer.sentAt, answer.classification, answer.apnsID)
         let status = outcome.status
         metrics.recordSend(app: chunk.appID, status: status, reason: classification.reasonForRecord)
         if case .response = outcome { tally.answered += 1 }
-        let apnsID = APNsID.make(jobID: chunk.jobID, token: token)
         func final(_ reason: String?) {
             tally.outcomes.append(FinalOutcome(token: token, status: status, reason: reason, apnsID: apnsID, attempt: chunk.attempt, sentAt: sentAt))
         }
