@@ -4,20 +4,48 @@ import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import PGPushCore
+import Synchronization
 
 /// One TLS + HTTP/2 channel to APNs. It only moves bytes: the pool decides, through the connection's
 /// ``APNsConnectionStateMachine``, when a stream may open and what a stream's end means.
+///
+/// Requests are queued and opened in batches on the event loop, one flush per batch: at tens of thousands
+/// of requests per second a flush per request would cost a TLS record and a write syscall each.
 final class APNsConnection: Sendable {
     let id: Int
     let channel: any Channel
     private let multiplexer: NIOHTTP2Handler.StreamMultiplexer
+    private let flushBatcher: NIOLoopBound<APNsFlushBatcher>
+    private let deadlines: NIOLoopBound<APNsStreamDeadlines>
+    private let submissions = Mutex(Submissions())
+
+    private struct PendingStream {
+        var headers: HPACKHeaders
+        var body: [UInt8]
+        var timeout: TimeAmount
+        var maximumBodyBytes: Int
+        var onResult: @Sendable (APNsStreamResult) -> Void
+    }
+
+    private struct Submissions {
+        var pending: [PendingStream] = []
+        var drainScheduled = false
+    }
 
     var eventLoop: any EventLoop { channel.eventLoop }
 
-    private init(id: Int, channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer) {
+    private init(
+        id: Int,
+        channel: any Channel,
+        multiplexer: NIOHTTP2Handler.StreamMultiplexer,
+        flushBatcher: NIOLoopBound<APNsFlushBatcher>,
+        deadlines: NIOLoopBound<APNsStreamDeadlines>
+    ) {
         self.id = id
         self.channel = channel
         self.multiplexer = multiplexer
+        self.flushBatcher = flushBatcher
+        self.deadlines = deadlines
     }
 
     /// Opens TCP, then TLS (ALPN h2, full verification), then HTTP/2. Returns once TCP is up; the
@@ -28,6 +56,7 @@ final class APNsConnection: Sendable {
         sslContext: NIOSSLContext,
         eventLoop: any EventLoop,
         connectTimeout: Duration,
+        requestTimeout: TimeAmount,
         onEvent: @escaping @Sendable (APNsConnectionEvent) -> Void
     ) async throws -> APNsConnection {
         // For an IP literal no SNI is sent and the certificate is checked against the IP SAN.
@@ -44,6 +73,7 @@ final class APNsConnection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                    try sync.addHandler(APNsFlushBatcher())
                     var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
                     connectionConfiguration.initialSettings = connectionSettings
                     _ = try sync.configureHTTP2Pipeline(
@@ -58,10 +88,30 @@ final class APNsConnection: Sendable {
                 }
             }
         let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
-        let multiplexer = try await channel.eventLoop.submit {
-            try channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer()
+        let eventLoop = channel.eventLoop
+        let (multiplexer, flushBatcher, deadlines) = try await eventLoop.submit {
+            let sync = channel.pipeline.syncOperations
+            let deadlines = APNsStreamDeadlines()
+            let sweep = eventLoop.scheduleRepeatedTask(
+                initialDelay: APNsStreamDeadlines.sweepInterval(forTimeout: requestTimeout),
+                delay: APNsStreamDeadlines.sweepInterval(forTimeout: requestTimeout)
+            ) { _ in
+                deadlines.sweep(now: .now())
+            }
+            channel.closeFuture.whenComplete { _ in sweep.cancel() }
+            return (
+                try sync.handler(type: NIOHTTP2Handler.self).syncMultiplexer(),
+                NIOLoopBound(try sync.handler(type: APNsFlushBatcher.self), eventLoop: eventLoop),
+                NIOLoopBound(deadlines, eventLoop: eventLoop)
+            )
         }.get()
-        return APNsConnection(id: id, channel: channel, multiplexer: multiplexer)
+        return APNsConnection(
+            id: id,
+            channel: channel,
+            multiplexer: multiplexer,
+            flushBatcher: flushBatcher,
+            deadlines: deadlines
+        )
     }
 
     /// Opens a stream and writes the request; `onResult` runs on the event loop exactly once.
@@ -73,36 +123,61 @@ final class APNsConnection: Sendable {
         maximumBodyBytes: Int,
         onResult: @escaping @Sendable (APNsStreamResult) -> Void
     ) {
+        let pending = PendingStream(
+            headers: headers, body: body, timeout: timeout, maximumBodyBytes: maximumBodyBytes, onResult: onResult
+        )
+        let mustSchedule = submissions.withLock { submissions in
+            submissions.pending.append(pending)
+            defer { submissions.drainScheduled = true }
+            return !submissions.drainScheduled
+        }
+        if mustSchedule {
+            eventLoop.execute { self.openPendingStreams() }
+        }
+    }
+
+    /// Opens every queued stream with flushes held, then flushes once.
+    private func openPendingStreams() {
+        let batch = submissions.withLock { submissions in
+            submissions.drainScheduled = false
+            defer { submissions.pending.removeAll(keepingCapacity: true) }
+            return submissions.pending
+        }
+        flushBatcher.value.batch {
+            for pending in batch { open(pending) }
+        }
+    }
+
+    private func open(_ pending: PendingStream) {
         let eventLoop = self.eventLoop
         // The handler reports synchronously from inside NIO's frame processing; a GOAWAY that dropped the
         // stream is only seen by the observer after that. Deferring one tick lets the state machine learn
         // about the GOAWAY first, so the stream is labelled "not processed" correctly.
+        let onResult = pending.onResult
         let deferred: @Sendable (APNsStreamResult) -> Void = { result in
             eventLoop.execute { onResult(result) }
         }
-        let multiplexer = self.multiplexer
-        eventLoop.execute {
-            let promise = eventLoop.makePromise(of: Channel.self)
-            let handlerBox = NIOLoopBound(
-                APNsStreamHandler(
-                    headers: headers,
-                    body: body,
-                    timeout: timeout,
-                    maximumBodyBytes: maximumBodyBytes,
-                    onComplete: deferred
-                ),
-                eventLoop: eventLoop
-            )
-            multiplexer.createStreamChannel(promise: promise) { streamChannel in
-                streamChannel.eventLoop.makeCompletedFuture {
-                    try streamChannel.pipeline.syncOperations.addHandler(handlerBox.value)
-                }
+        let promise = eventLoop.makePromise(of: Channel.self)
+        let handlerBox = NIOLoopBound(
+            APNsStreamHandler(
+                headers: pending.headers,
+                body: pending.body,
+                timeout: pending.timeout,
+                maximumBodyBytes: pending.maximumBodyBytes,
+                deadlines: deadlines.value,
+                onComplete: deferred
+            ),
+            eventLoop: eventLoop
+        )
+        multiplexer.createStreamChannel(promise: promise) { streamChannel in
+            streamChannel.eventLoop.makeCompletedFuture {
+                try streamChannel.pipeline.syncOperations.addHandler(handlerBox.value)
             }
-            promise.futureResult.whenFailure { _ in
-                // The stream never opened (the connection closed or is closing). The handler reports at most
-                // once, whether or not it was ever added to a pipeline.
-                handlerBox.value.failBeforeStart()
-            }
+        }
+        promise.futureResult.whenFailure { _ in
+            // The stream never opened (the connection closed or is closing). The handler reports at most
+            // once, whether or not it was ever added to a pipeline.
+            handlerBox.value.failBeforeStart()
         }
     }
 

@@ -17,7 +17,7 @@ enum APNsStreamResult: Sendable {
 }
 
 /// The child-channel handler of one request stream: writes HEADERS and DATA in one flush, collects the
-/// response, enforces the deadline, and reports exactly once through `onComplete` (on the event loop).
+/// response, and reports exactly once through `onComplete` (on the event loop).
 final class APNsStreamHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias OutboundOut = HTTP2Frame.FramePayload
@@ -34,15 +34,20 @@ final class APNsStreamHandler: ChannelInboundHandler {
     private var responseBody: [UInt8] = []
     private var resetCode: UInt32?
     private var streamID: Int?
-    private var deadline: Scheduled<Void>?
+    private let deadlines: APNsStreamDeadlines
+    private var context: ChannelHandlerContext?
+    /// When the request times out; read by the connection's deadline sweep.
+    private(set) var deadline = NIODeadline.distantFuture
 
     init(
         headers: HPACKHeaders,
         body: [UInt8],
         timeout: TimeAmount,
         maximumBodyBytes: Int,
+        deadlines: APNsStreamDeadlines,
         onComplete: @escaping (APNsStreamResult) -> Void
     ) {
+        self.deadlines = deadlines
         self.requestHeaders = headers
         self.requestBody = body
         self.timeout = timeout
@@ -66,17 +71,17 @@ final class APNsStreamHandler: ChannelInboundHandler {
         buffer.writeBytes(requestBody)
         context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)
         context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
+        // Within a batch the connection's flush batcher turns this into one flush for the whole batch.
         context.flush()
         streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map { Int($0) }
-        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let contextBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        deadline = context.eventLoop.scheduleTask(in: timeout) {
-            loopBound.value.deadlinePassed(context: contextBound.value)
-        }
+        self.context = context
+        deadline = .now() + timeout
+        deadlines.track(self)
     }
 
-    private func deadlinePassed(context: ChannelHandlerContext) {
-        deadline = nil
+    /// Called by the connection's deadline sweep.
+    func deadlinePassed() {
+        guard let context else { return }
         finish(.timedOut)
         // Closing an open stream channel sends RST_STREAM(CANCEL), which frees the server's stream slot.
         context.close(promise: nil)
@@ -89,7 +94,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
             if status == nil {
                 if let statusText = frame.headers.first(name: ":status"), let parsed = Int(statusText) {
                     status = parsed
-                    responseAPNsID = frame.headers.first(name: "apns-id").flatMap(UUID.init(uuidString:))
+                    responseAPNsID = frame.headers.first(name: "apns-id").flatMap { UUID(apnsIDString: $0) }
                 } else {
                     sawHeadersWithoutStatus = true
                 }
@@ -124,6 +129,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
         finish(.closed(streamID: streamID, resetCode: resetCode, sawHeadersWithoutStatus: sawHeadersWithoutStatus))
     }
 
@@ -149,8 +155,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
     private func finish(_ result: APNsStreamResult) {
         guard let onComplete else { return }
         self.onComplete = nil
-        deadline?.cancel()
-        deadline = nil
+        deadlines.untrack(self)
         onComplete(result)
     }
 }

@@ -29,7 +29,9 @@ enum APNsRequestHeaders {
         headers.reserveCapacity(12)
         headers.add(name: ":method", value: "POST")
         headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":path", value: "/3/device/\(request.deviceToken)")
+        // Values unique to one request are never indexed: inserting them would churn the HPACK table on both
+        // ends and evict the long-lived entries (the JWT above all) that make every other header one byte.
+        headers.add(name: ":path", value: "/3/device/\(request.deviceToken)", indexing: .nonIndexable)
         headers.add(name: ":authority", value: authority)
         if let bearerToken {
             // Indexable on purpose: the JWT is the same for ~50 minutes, so HPACK sends it once per connection.
@@ -40,7 +42,7 @@ enum APNsRequestHeaders {
         if let priority = request.priority { headers.add(name: "apns-priority", value: String(priority.rawValue)) }
         if let expiration = request.expiration { headers.add(name: "apns-expiration", value: String(expiration)) }
         if let collapseID = request.collapseID { headers.add(name: "apns-collapse-id", value: collapseID) }
-        headers.add(name: "apns-id", value: request.apnsID.uuidString.lowercased())
+        headers.add(name: "apns-id", value: request.apnsID.apnsIDString, indexing: .nonIndexable)
         headers.add(name: "content-length", value: String(request.payload.count))
         return headers
     }

@@ -59,7 +59,8 @@ extension APNsConnectionPool {
                     endpoint: configuration.endpoint,
                     sslContext: sslContext,
                     eventLoop: eventLoop,
-                    connectTimeout: configuration.connectTimeout
+                    connectTimeout: configuration.connectTimeout,
+                    requestTimeout: .nanoseconds(configuration.requestTimeout.nanosecondsInt64)
                 ) { [self] event in
                     self.handle(event, connectionID: id)
                 }

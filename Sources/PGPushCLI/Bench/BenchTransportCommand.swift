@@ -204,12 +204,16 @@ final class TransportBenchPlan: Sendable {
     /// One caller: take the next index, send, record, until the count or the deadline is reached.
     /// One shared tally (not one per caller) keeps memory independent of the number of callers.
     func work(pool: APNsConnectionPool, deadline: ContinuousClock.Instant) async {
-        var generator = SystemRandomNumberGenerator()
+        // Seeded once per caller: on Linux `UUID()` and the system generator cost a syscall per call, which
+        // would be charged to the transport being measured.
+        var system = SystemRandomNumberGenerator()
+        var generator = SplitMix64(seed: system.next())
         while ContinuousClock.now < deadline {
             let index = next.add(1, ordering: .relaxed).oldValue
             guard index < count else { break }
             let token = tokens.map { $0[index % $0.count] } ?? Self.randomToken(using: &generator)
-            let request = APNsRequest(deviceToken: token, topic: topic, apnsID: UUID(), payload: payload)
+            let apnsID = Self.randomUUID(using: &generator)
+            let request = APNsRequest(deviceToken: token, topic: topic, apnsID: apnsID, payload: payload)
             let started = ContinuousClock.now
             let outcome = await pool.send(request)
             let latency = ContinuousClock.now - started
@@ -240,7 +244,17 @@ final class TransportBenchPlan: Sendable {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
-    private static func randomToken(using generator: inout SystemRandomNumberGenerator) -> String {
+    /// A version-4 UUID from `generator`.
+    private static func randomUUID(using generator: inout SplitMix64) -> UUID {
+        var bytes = (generator.next(), generator.next())
+        return withUnsafeMutableBytes(of: &bytes) { raw in
+            raw[6] = (raw[6] & 0x0F) | 0x40
+            raw[8] = (raw[8] & 0x3F) | 0x80
+            return UUID(uuid: raw.load(as: uuid_t.self))
+        }
+    }
+
+    private static func randomToken(using generator: inout SplitMix64) -> String {
         var bytes = [UInt8](repeating: 0, count: 64)
         for chunk in 0..<4 {
             var word = generator.next()

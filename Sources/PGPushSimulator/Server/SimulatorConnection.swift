@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
+import PGPushCore
 
 /// The answer to one stream.
 struct SimulatorResponse: Sendable {
@@ -172,7 +173,7 @@ final class SimulatorConnection: @unchecked Sendable {
         case .success(let validated):
             request = validated
         }
-        let apnsID = request.apnsID ?? UUID().uuidString.lowercased()
+        let apnsID = request.apnsID ?? UUID().apnsIDString
 
         if certificateTopics == nil {
             if let rejection = authenticate(request, now: now) { return reject(rejection, apnsID: apnsID) }
@@ -206,7 +207,7 @@ final class SimulatorConnection: @unchecked Sendable {
         }
 
         let entry = SimulatorLedger.StoredEntry(
-            token: request.token, apnsID: UUID(uuidString: apnsID) ?? UUID(), topic: request.topic,
+            token: request.token, apnsID: UUID(apnsIDString: apnsID) ?? UUID(), topic: request.topic,
             payloadSHA256: nil, receivedAt: now)
         return SimulatorResponse(status: 200, apnsID: apnsID, ledgerEntry: entry)
     }
@@ -236,7 +237,7 @@ final class SimulatorConnection: @unchecked Sendable {
     private func reject(_ rejection: SimulatorRejection, apnsID: String?) -> SimulatorResponse {
         SimulatorResponse(status: rejection.status, reason: rejection.reason,
                           timestampMilliseconds: rejection.timestampMilliseconds,
-                          apnsID: apnsID ?? UUID().uuidString.lowercased())
+                          apnsID: apnsID ?? UUID().apnsIDString)
     }
 
     // MARK: Connection-level effects

@@ -99,7 +99,8 @@ final class SimulatorStreamHandler: ChannelInboundHandler {
         var headers = HPACKHeaders()
         headers.reserveCapacity(3)
         headers.add(name: ":status", value: Self.statusText(response.status))
-        headers.add(name: "apns-id", value: response.apnsID)
+        // Unique per response: indexing it would only churn both ends' HPACK tables.
+        headers.add(name: "apns-id", value: response.apnsID, indexing: .nonIndexable)
         if let reason = response.reason {
             headers.add(name: "content-type", value: "application/json")
             context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import PGPushCore
 import Synchronization
 
 /// One notification the simulator accepted (answered 200).
@@ -29,7 +30,7 @@ public final class SimulatorLedger: Sendable {
         var receivedAt: Date
 
         var publicEntry: SimulatorLedgerEntry {
-            SimulatorLedgerEntry(token: token, apnsID: apnsID.uuidString.lowercased(), topic: topic,
+            SimulatorLedgerEntry(token: token, apnsID: apnsID.apnsIDString, topic: topic,
                                  payloadSHA256: payloadSHA256.map(SimulatorLedger.hex) ?? "", receivedAt: receivedAt)
         }
     }
