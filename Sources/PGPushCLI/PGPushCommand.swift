@@ -1,4 +1,7 @@
 import ArgumentParser
+import Foundation
+import NIOCore
+import NIOPosix
 
 @main
 struct PGPushCommand: AsyncParsableCommand {
@@ -19,4 +22,26 @@ struct PGPushCommand: AsyncParsableCommand {
             DemoCommand.self,
         ]
     )
+
+    static func main() async {
+        if EventLoopExecutor.shouldTakeOver(arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment) {
+            NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        }
+        await Self.main(nil)
+    }
+}
+
+/// Whether Swift concurrency runs on NIO's event-loop threads instead of its own pool.
+///
+/// For the commands whose hot path is one `await` per notification (the worker and the transport benchmark),
+/// running tasks on the event loops removes two thread hops per request and lets a whole read's worth of
+/// resumed senders write their next requests in one batch. The commands that manage child processes block a
+/// thread while they wait, which must never be an event loop, so they keep Swift's pool.
+/// `PGPUSH_NIO_EXECUTOR=0` keeps Swift's pool everywhere.
+enum EventLoopExecutor {
+    static func shouldTakeOver(arguments: [String], environment: [String: String]) -> Bool {
+        if environment["PGPUSH_NIO_EXECUTOR"] == "0" { return false }
+        let words = arguments.dropFirst().prefix(2)
+        return words.first == "worker" || Array(words) == ["bench", "transport"]
+    }
 }

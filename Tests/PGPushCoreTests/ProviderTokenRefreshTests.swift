@@ -93,4 +93,32 @@ import PGPushCore
         #expect(try await source.currentToken() == second)
         #expect(await source.mintCount == 2)
     }
+
+    /// The transport takes the token at hand on every request and awaits the source only when there is none;
+    /// the token at hand must never be one the source would not hand out itself.
+    @Test(.timeLimit(.minutes(1)))
+    func tokenAtHandFollowsRefreshAndRejection() async throws {
+        let clock = ManualWallClock(start)
+        let source = LocalProviderTokenSource(signer: signer, clock: clock)
+        #expect(source.tokenAtHand == nil, "nothing minted yet")
+        let first = try await source.currentToken()
+        #expect(source.tokenAtHand == first)
+
+        clock.advance(by: 50 * 60)
+        #expect(source.tokenAtHand == nil, "due for refresh: the caller must go through the source")
+        let second = try await source.currentToken()
+        #expect(second != first)
+        #expect(source.tokenAtHand == second)
+
+        clock.advance(by: 5 * 60)
+        await source.reportRejected(second, reason: "ExpiredProviderToken")
+        #expect(source.tokenAtHand == nil, "a token APNs called expired is not at hand")
+        #expect(try await source.currentToken() == second, "too young to replace, so the source still hands it out")
+        #expect(source.tokenAtHand == nil, "but it stays off the fast path until replaced")
+
+        clock.advance(by: 15 * 60)
+        let third = try await source.currentToken()
+        #expect(third != second)
+        #expect(source.tokenAtHand == third)
+    }
 }

@@ -38,6 +38,8 @@ final class APNsStreamHandler: ChannelInboundHandler {
     private var context: ChannelHandlerContext?
     /// When the request times out; read by the connection's deadline sweep.
     private(set) var deadline = NIODeadline.distantFuture
+    /// This stream's place in the connection's deadline list while it is tracked.
+    var deadlineSlot: Int?
 
     init(
         headers: HPACKHeaders,

@@ -55,10 +55,14 @@ public final class APNsConnectionPool: Service, Sendable {
     public func send(_ request: APNsRequest) async -> APNsOutcome {
         var token: ProviderToken?
         if case .token(let source) = credentials {
-            do {
-                token = try await source.currentToken()
-            } catch {
-                return .noResponse(.connectFailed(detail: "no provider token: \(error)"))
+            if let atHand = source.tokenAtHand {
+                token = atHand
+            } else {
+                do {
+                    token = try await source.currentToken()
+                } catch {
+                    return .noResponse(.connectFailed(detail: "no provider token: \(error)"))
+                }
             }
         }
 

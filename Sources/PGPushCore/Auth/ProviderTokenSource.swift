@@ -1,4 +1,5 @@
 import struct Foundation.Date
+import Synchronization
 
 /// Where the transport gets provider tokens from. One source per (team id, key id), shared by every
 /// connection that uses that key.
@@ -7,6 +8,13 @@ public protocol ProviderTokenSource: Sendable {
     func currentToken() async throws -> ProviderToken
     /// Tells the source that APNs rejected `token` with `reason` (e.g. `ExpiredProviderToken`).
     func reportRejected(_ token: ProviderToken, reason: String) async
+    /// The token to use now if the source has it at hand without suspending, else `nil` (then the caller
+    /// awaits ``currentToken()``). The transport asks once per request, so it must be cheap.
+    var tokenAtHand: ProviderToken? { get }
+}
+
+extension ProviderTokenSource {
+    public var tokenAtHand: ProviderToken? { nil }
 }
 
 /// A provider-token source for one process: mints once, caches, and refreshes per ``ProviderTokenRefreshPolicy``.
@@ -19,6 +27,8 @@ public actor LocalProviderTokenSource: ProviderTokenSource {
     private let clock: any WallClock
     private var cached: ProviderToken?
     private var rejectedAsExpired = false
+    /// `cached` while it is not rejected, readable without entering the actor.
+    private nonisolated let atHand = Mutex<ProviderToken?>(nil)
 
     /// How many tokens this source has minted; for metrics and tests.
     public private(set) var mintCount = 0
@@ -38,12 +48,14 @@ public actor LocalProviderTokenSource: ProviderTokenSource {
         if let cached {
             let expiredAndReplaceable = rejectedAsExpired && policy.mayReplace(cached, now: now)
             if !policy.needsRefresh(cached, now: now) && !expiredAndReplaceable {
+                if !rejectedAsExpired { atHand.withLock { $0 = cached } }
                 return cached
             }
         }
         let token = try signer.sign(issuedAt: now)
         cached = token
         rejectedAsExpired = false
+        atHand.withLock { $0 = token }
         mintCount += 1
         return token
     }
@@ -54,5 +66,11 @@ public actor LocalProviderTokenSource: ProviderTokenSource {
     public func reportRejected(_ token: ProviderToken, reason: String) async {
         guard reason == "ExpiredProviderToken", token == cached else { return }
         rejectedAsExpired = true
+        atHand.withLock { $0 = nil }
+    }
+
+    public nonisolated var tokenAtHand: ProviderToken? {
+        guard let token = atHand.withLock({ $0 }), !policy.needsRefresh(token, now: clock.now()) else { return nil }
+        return token
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PGPushCore
 import PGPushStore
+import Synchronization
 
 /// One provider token per (team, key) for the whole fleet, kept in `push.provider_tokens`.
 ///
@@ -17,6 +18,8 @@ public actor SharedProviderTokenSource: ProviderTokenSource {
     private let logger: Logger
     private var cached: ProviderToken?
     private var rejectedAsExpired: ProviderToken?
+    /// `cached` while it is not rejected, readable without entering the actor.
+    private nonisolated let atHand = Mutex<ProviderToken?>(nil)
     /// The refresh in progress: callers arriving meanwhile wait for it instead of querying again (the actor is
     /// reentrant across the database round trips).
     private var refreshing: Task<ProviderToken, any Error>?
@@ -40,6 +43,7 @@ public actor SharedProviderTokenSource: ProviderTokenSource {
 
     public func currentToken() async throws -> ProviderToken {
         if let cached, !isDue(cached, now: clock.now()) {
+            publish(cached)
             return cached
         }
         if let refreshing {
@@ -57,6 +61,7 @@ public actor SharedProviderTokenSource: ProviderTokenSource {
         let shared = try await store.sharedProviderToken(teamID: signer.teamID, keyID: signer.keyID)
         if let shared, !isDue(shared, now: now) {
             cached = shared
+            publish(shared)
             return shared
         }
         let signer = self.signer
@@ -76,12 +81,23 @@ public actor SharedProviderTokenSource: ProviderTokenSource {
             logger.info("minted provider token", metadata: ["team": "\(signer.teamID)", "key": "\(signer.keyID)"])
         }
         cached = token
+        publish(token)
         return token
     }
 
     public func reportRejected(_ token: ProviderToken, reason: String) async {
         guard reason == "ExpiredProviderToken" else { return }
         rejectedAsExpired = token
+        atHand.withLock { if $0 == token { $0 = nil } }
+    }
+
+    public nonisolated var tokenAtHand: ProviderToken? {
+        guard let token = atHand.withLock({ $0 }), !policy.needsRefresh(token, now: clock.now()) else { return nil }
+        return token
+    }
+
+    private func publish(_ token: ProviderToken) {
+        if token != rejectedAsExpired { atHand.withLock { $0 = token } }
     }
 
     private func isDue(_ token: ProviderToken, now: Date) -> Bool {
