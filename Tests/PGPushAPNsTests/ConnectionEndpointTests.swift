@@ -66,7 +66,9 @@ struct ConnectionEndpointTests {
             apnsID: UUID(uuidString: "6F1C1A3E-8E5B-4B8A-9C1D-2E3F4A5B6C7D")!,
             payload: Array(#"{"aps":{}}"#.utf8)
         )
-        let headers = APNsRequestHeaders.make(for: request, authority: "127.0.0.1:2197", bearerToken: "jwt")
+        let token = ProviderToken(jwt: "jwt", issuedAt: Date(), teamID: "TEAM123456", keyID: "KEY1234567")
+        let headers = APNsRequestHeaders.make(
+            for: request, authority: "127.0.0.1:2197", authorization: token.authorizationHeaderValue)
         #expect(headers.first(name: ":method") == "POST")
         #expect(headers.first(name: ":path") == "/3/device/" + String(repeating: "ab", count: 32))
         #expect(headers.first(name: ":authority") == "127.0.0.1:2197")
@@ -77,12 +79,17 @@ struct ConnectionEndpointTests {
         #expect(headers.first(name: "apns-collapse-id") == "c1")
         #expect(headers.first(name: "apns-id") == "6f1c1a3e-8e5b-4b8a-9c1d-2e3f4a5b6c7d")
         #expect(headers.first(name: "content-length") == "10")
+        // Per-request values stay out of the HPACK table; the long-lived JWT goes in it.
+        let indexing = Dictionary(headers.map { ($0.name, $0.indexable) }, uniquingKeysWith: { first, _ in first })
+        #expect(indexing[":path"] == .nonIndexable)
+        #expect(indexing["apns-id"] == .nonIndexable)
+        #expect(indexing["authorization"] == .indexable)
 
         var bare = request
         bare.priority = nil
         bare.expiration = nil
         bare.collapseID = nil
-        let bareHeaders = APNsRequestHeaders.make(for: bare, authority: "a", bearerToken: nil)
+        let bareHeaders = APNsRequestHeaders.make(for: bare, authority: "a", authorization: nil)
         #expect(bareHeaders.first(name: "authorization") == nil)
         #expect(bareHeaders.first(name: "apns-priority") == nil)
         #expect(bareHeaders.first(name: "apns-expiration") == nil)

@@ -24,7 +24,7 @@ struct APNsResponseBody: Sendable, Hashable {
 
 /// Builds the HPACK header block of one APNs request.
 enum APNsRequestHeaders {
-    static func make(for request: APNsRequest, authority: String, bearerToken: String?) -> HPACKHeaders {
+    static func make(for request: APNsRequest, authority: String, authorization: String?) -> HPACKHeaders {
         var headers = HPACKHeaders()
         headers.reserveCapacity(12)
         headers.add(name: ":method", value: "POST")
@@ -33,9 +33,9 @@ enum APNsRequestHeaders {
         // ends and evict the long-lived entries (the JWT above all) that make every other header one byte.
         headers.add(name: ":path", value: "/3/device/\(request.deviceToken)", indexing: .nonIndexable)
         headers.add(name: ":authority", value: authority)
-        if let bearerToken {
+        if let authorization {
             // Indexable on purpose: the JWT is the same for ~50 minutes, so HPACK sends it once per connection.
-            headers.add(name: "authorization", value: "bearer \(bearerToken)")
+            headers.add(name: "authorization", value: authorization)
         }
         headers.add(name: "apns-topic", value: request.topic)
         headers.add(name: "apns-push-type", value: request.pushType.rawValue)

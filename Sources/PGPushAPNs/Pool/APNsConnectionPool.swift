@@ -72,7 +72,7 @@ public final class APNsConnectionPool: Service, Sendable {
         case .failed(let reason): return .noResponse(reason)
         }
 
-        let headers = APNsRequestHeaders.make(for: request, authority: authority, bearerToken: token?.jwt)
+        let headers = APNsRequestHeaders.make(for: request, authority: authority, authorization: token?.authorizationHeaderValue)
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<APNsOutcome, Never>) in
             lease.connection.startStream(
                 headers: headers,
@@ -120,7 +120,8 @@ public final class APNsConnectionPool: Service, Sendable {
     private func streamFinished(_ connectionID: Int, _ result: APNsStreamResult) -> APNsOutcome {
         var effects = APNsPoolEffects()
         let outcome: APNsOutcome = state.withLock { state in
-            guard var entry = state.entries[connectionID] else {
+            // Mutated in place: copying the entry out and back costs retains on every request.
+            guard state.entries[connectionID] != nil else {
                 return .noResponse(.connectionClosed)
             }
             let outcome: APNsOutcome
@@ -132,16 +133,15 @@ public final class APNsConnectionPool: Service, Sendable {
             case .closed(let streamID, let resetCode, let sawHeadersWithoutStatus):
                 outcome = sawHeadersWithoutStatus
                     ? .noResponse(.missingStatus)
-                    : .noResponse(entry.machine.noResponseReason(streamID: streamID, resetCode: resetCode))
+                    : .noResponse(state.entries[connectionID]!.machine.noResponseReason(streamID: streamID, resetCode: resetCode))
             }
-            let completed = entry.machine.streamCompleted(status: outcome.status == 0 ? nil : outcome.status)
+            let completed = state.entries[connectionID]!.machine.streamCompleted(status: outcome.status == 0 ? nil : outcome.status)
             var retire = APNsConnectionStateMachine.Action.none
             if case .response(let response) = outcome, let reason = response.reason,
                 APNsConnectionBoundReasons.retireConnection.contains(reason)
             {
-                retire = entry.machine.retire(.response(reason: reason))
+                retire = state.entries[connectionID]!.machine.retire(.response(reason: reason))
             }
-            state.entries[connectionID] = entry
             state.apply(completed, to: connectionID, effects: &effects)
             state.apply(retire, to: connectionID, effects: &effects)
             state.removeIfFinished(connectionID, effects: &effects)

@@ -11,6 +11,8 @@ public struct ProviderToken: Sendable, Hashable, CustomStringConvertible {
     public let issuedAt: Date
     public let teamID: String
     public let keyID: String
+    /// `bearer <jwt>`, built once rather than once per request.
+    public let authorizationHeaderValue: String
 
     /// Wraps an existing JWT, e.g. one shared by another worker through the database.
     public init(jwt: String, issuedAt: Date, teamID: String, keyID: String) {
@@ -18,6 +20,7 @@ public struct ProviderToken: Sendable, Hashable, CustomStringConvertible {
         self.issuedAt = issuedAt
         self.teamID = teamID
         self.keyID = keyID
+        self.authorizationHeaderValue = "bearer \(jwt)"
     }
 
     /// How old the token is at `now`, in seconds. Negative if `now` is before `issuedAt`.
