@@ -104,6 +104,41 @@ struct TransportStreamLimitTests {
         }
     }
 
+    /// Error answers carry JSON bodies, which count against HTTP/2's 65,535-byte connection window: unless the
+    /// client returns the credit, the server stalls after a couple of thousand of them.
+    @Test(.timeLimit(.minutes(1)))
+    func errorBodiesBeyondTheInitialFlowControlWindowAllArrive() async throws {
+        let key = TransportTestKey()
+        let simulator = TransportTest.simulatorConfiguration(key: key)
+        let source = try key.tokenSource()
+        try await TransportTest.withPool(
+            simulator: simulator,
+            client: { port, caFile in
+                // One connection, so every body counts against one window; a stall shows up as timeouts.
+                var configuration = TransportTest.clientConfiguration(port: port, caFile: caFile, connections: 1)
+                configuration.requestTimeout = .seconds(15)
+                return configuration
+            },
+            credentials: .token(source)
+        ) { pool, _ in
+            // {"reason":"BadDeviceToken"} is 27 bytes: 4,000 of them are ~108 KB on one connection.
+            let count = 4_000
+            let outcomes = await withTaskGroup(of: APNsOutcome.self, returning: [APNsOutcome].self) { group in
+                for _ in 0..<count {
+                    group.addTask {
+                        await pool.send(TransportTest.request(token: "bad0" + String(TransportTest.randomToken().dropFirst(4))))
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            let answered = outcomes.filter {
+                if case .response(let response) = $0 { return response.status == 400 && response.reason == "BadDeviceToken" }
+                return false
+            }
+            #expect(answered.count == count, "\(outcomes.filter { if case .response(let r) = $0 { return r.reason != "BadDeviceToken" } else { return true } }.prefix(5))")
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func deadlineYieldsTimeoutAndTheConnectionStaysUsable() async throws {
         let key = TransportTestKey()

@@ -14,41 +14,20 @@ import Synchronization
 final class APNsConnection: Sendable {
     let id: Int
     let channel: any Channel
-    private let multiplexer: NIOHTTP2Handler.StreamMultiplexer
-    private let flushBatcher: NIOLoopBound<APNsFlushBatcher>
-    private let deadlines: NIOLoopBound<APNsStreamDeadlines>
-    private let deferredResults: NIOLoopBound<APNsDeferredResults>
+    private let dispatcher: NIOLoopBound<APNsStreamDispatcher>
     private let submissions = Mutex(Submissions())
 
-    private struct PendingStream {
-        var headers: HPACKHeaders
-        var body: [UInt8]
-        var timeout: TimeAmount
-        var maximumBodyBytes: Int
-        var onResult: @Sendable (APNsStreamResult) -> Void
-    }
-
     private struct Submissions {
-        var pending: [PendingStream] = []
+        var pending: [APNsPendingStream] = []
         var drainScheduled = false
     }
 
     var eventLoop: any EventLoop { channel.eventLoop }
 
-    private init(
-        id: Int,
-        channel: any Channel,
-        multiplexer: NIOHTTP2Handler.StreamMultiplexer,
-        flushBatcher: NIOLoopBound<APNsFlushBatcher>,
-        deadlines: NIOLoopBound<APNsStreamDeadlines>,
-        deferredResults: NIOLoopBound<APNsDeferredResults>
-    ) {
+    private init(id: Int, channel: any Channel, dispatcher: NIOLoopBound<APNsStreamDispatcher>) {
         self.id = id
         self.channel = channel
-        self.multiplexer = multiplexer
-        self.flushBatcher = flushBatcher
-        self.deadlines = deadlines
-        self.deferredResults = deferredResults
+        self.dispatcher = dispatcher
     }
 
     /// Opens TCP, then TLS (ALPN h2, full verification), then HTTP/2. Returns once TCP is up; the
@@ -64,11 +43,17 @@ final class APNsConnection: Sendable {
     ) async throws -> APNsConnection {
         // For an IP literal no SNI is sent and the certificate is checked against the IP SAN.
         let serverHostname: String? = endpoint.hostIsIPAddress ? nil : endpoint.host
-        let connectionSettings: [HTTP2Setting] = [
+        var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
+        connectionConfiguration.initialSettings = [
             HTTP2Setting(parameter: .enablePush, value: 0),
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
             HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
         ]
+        // Request headers are built from values validated where they enter pgpush (hex tokens, checked topics
+        // and collapse ids), and of a response only :status and apns-id are read, leniently; re-validating
+        // every header block in both directions cost ~4 % of a request.
+        connectionConfiguration.headerBlockValidation = .disabled
+        let http2Configuration = connectionConfiguration
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(connectTimeout.nanosecondsInt64))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -76,54 +61,31 @@ final class APNsConnection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
-                    try sync.addHandler(APNsFlushBatcher())
-                    var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
-                    // Request headers are built from values validated where they enter pgpush (hex tokens,
-                    // checked topics and collapse ids), and of a response only :status and apns-id are read,
-                    // leniently; re-validating every header block in both directions cost ~4 % of a request.
-                    connectionConfiguration.headerBlockValidation = .disabled
-                    connectionConfiguration.initialSettings = connectionSettings
-                    _ = try sync.configureHTTP2Pipeline(
-                        mode: .client,
-                        connectionConfiguration: connectionConfiguration,
-                        streamConfiguration: NIOHTTP2Handler.StreamConfiguration()
-                    ) { pushed in
-                        // Server push is disabled; refuse anything that arrives anyway.
-                        pushed.close()
+                    // No stream multiplexer: the dispatcher speaks frames (see APNsStreamDispatcher).
+                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: http2Configuration))
+                    let dispatcher = APNsStreamDispatcher(
+                        results: APNsDeferredResults(eventLoop: channel.eventLoop), onEvent: onEvent
+                    )
+                    try sync.addHandler(dispatcher)
+                    let interval = APNsStreamDispatcher.sweepInterval(forTimeout: requestTimeout)
+                    let boundDispatcher = NIOLoopBound(dispatcher, eventLoop: channel.eventLoop)
+                    let sweep = channel.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+                        boundDispatcher.value.sweepDeadlines(now: .now())
                     }
-                    try sync.addHandler(APNsConnectionObserver(onEvent: onEvent))
+                    channel.closeFuture.whenComplete { _ in sweep.cancel() }
                 }
             }
         let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
-        let eventLoop = channel.eventLoop
-        let (multiplexer, flushBatcher, deadlines, deferredResults) = try await eventLoop.submit {
-            let sync = channel.pipeline.syncOperations
-            let deadlines = APNsStreamDeadlines()
-            let sweep = eventLoop.scheduleRepeatedTask(
-                initialDelay: APNsStreamDeadlines.sweepInterval(forTimeout: requestTimeout),
-                delay: APNsStreamDeadlines.sweepInterval(forTimeout: requestTimeout)
-            ) { _ in
-                deadlines.sweep(now: .now())
-            }
-            channel.closeFuture.whenComplete { _ in sweep.cancel() }
-            return (
-                try sync.handler(type: NIOHTTP2Handler.self).syncMultiplexer(),
-                NIOLoopBound(try sync.handler(type: APNsFlushBatcher.self), eventLoop: eventLoop),
-                NIOLoopBound(deadlines, eventLoop: eventLoop),
-                NIOLoopBound(APNsDeferredResults(eventLoop: eventLoop), eventLoop: eventLoop)
+        let dispatcher = try await channel.eventLoop.submit {
+            NIOLoopBound(
+                try channel.pipeline.syncOperations.handler(type: APNsStreamDispatcher.self),
+                eventLoop: channel.eventLoop
             )
         }.get()
-        return APNsConnection(
-            id: id,
-            channel: channel,
-            multiplexer: multiplexer,
-            flushBatcher: flushBatcher,
-            deadlines: deadlines,
-            deferredResults: deferredResults
-        )
+        return APNsConnection(id: id, channel: channel, dispatcher: dispatcher)
     }
 
-    /// Opens a stream and writes the request; `onResult` runs on the event loop exactly once.
+    /// Queues the request for the next batch; `onResult` runs on the event loop exactly once.
     /// The caller has already reserved a stream slot.
     func startStream(
         headers: HPACKHeaders,
@@ -132,7 +94,7 @@ final class APNsConnection: Sendable {
         maximumBodyBytes: Int,
         onResult: @escaping @Sendable (APNsStreamResult) -> Void
     ) {
-        let pending = PendingStream(
+        let pending = APNsPendingStream(
             headers: headers, body: body, timeout: timeout, maximumBodyBytes: maximumBodyBytes, onResult: onResult
         )
         let mustSchedule = submissions.withLock { submissions in
@@ -145,44 +107,13 @@ final class APNsConnection: Sendable {
         }
     }
 
-    /// Opens every queued stream with flushes held, then flushes once.
     private func openPendingStreams() {
         let batch = submissions.withLock { submissions in
             submissions.drainScheduled = false
             defer { submissions.pending.removeAll(keepingCapacity: true) }
             return submissions.pending
         }
-        flushBatcher.value.batch {
-            for pending in batch { open(pending) }
-        }
-    }
-
-    private func open(_ pending: PendingStream) {
-        let eventLoop = self.eventLoop
-        let onResult = pending.onResult
-        let results = deferredResults.value
-        let promise = eventLoop.makePromise(of: Channel.self)
-        let handlerBox = NIOLoopBound(
-            APNsStreamHandler(
-                headers: pending.headers,
-                body: pending.body,
-                timeout: pending.timeout,
-                maximumBodyBytes: pending.maximumBodyBytes,
-                deadlines: deadlines.value,
-                onComplete: { result in results.deliver(result, to: onResult) }
-            ),
-            eventLoop: eventLoop
-        )
-        multiplexer.createStreamChannel(promise: promise) { streamChannel in
-            streamChannel.eventLoop.makeCompletedFuture {
-                try streamChannel.pipeline.syncOperations.addHandler(handlerBox.value)
-            }
-        }
-        promise.futureResult.whenFailure { _ in
-            // The stream never opened (the connection closed or is closing). The handler reports at most
-            // once, whether or not it was ever added to a pipeline.
-            handlerBox.value.failBeforeStart()
-        }
+        dispatcher.value.open(batch)
     }
 
     func sendPing(_ payload: UInt64) {
