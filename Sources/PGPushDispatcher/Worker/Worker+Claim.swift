@@ -7,7 +7,9 @@ extension Worker {
     /// Claims while there is free capacity and nothing is waiting to be written; sleeps on NOTIFY, a chunk
     /// finishing, or the poll tick. Returns once shutdown has started and every chunk is written.
     func claimLoop() async {
-        await withTaskGroup(of: Void.self) { chunks in
+        // Discarding: a plain task group keeps every finished child until it is awaited, so a worker's memory
+        // would grow with every chunk it ever sent.
+        await withDiscardingTaskGroup { chunks in
             var databaseFailures = 0
             for await _ in events {
                 if stop.isSet { break }
@@ -35,7 +37,7 @@ extension Worker {
                     wake.yield()
                 }
             }
-            await chunks.waitForAll()
+            // Leaving the group's scope waits for the chunks still running.
         }
     }
 
