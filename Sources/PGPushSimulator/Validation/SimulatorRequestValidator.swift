@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHPACK
 import PGPushCore
@@ -140,16 +141,7 @@ struct SimulatorRequestValidator: Sendable {
 
     /// `8-4-4-4-12` hex digits with hyphens, the form APNs requires for `apns-id`.
     static func isCanonicalUUID(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 36 else { return false }
-        for (index, byte) in bytes.enumerated() {
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                if byte != UInt8(ascii: "-") { return false }
-            } else if !isHexByte(byte) {
-                return false
-            }
-        }
-        return true
+        UUID(apnsIDString: text) != nil
     }
 
     /// A cheap structural check that the payload is a JSON object; full parsing would cost more than the
