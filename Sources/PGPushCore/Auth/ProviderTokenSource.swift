@@ -17,6 +17,34 @@ extension ProviderTokenSource {
     public var tokenAtHand: ProviderToken? { nil }
 }
 
+/// The token a source publishes for ``ProviderTokenSource/tokenAtHand``: readable under a lock, so callers
+/// need not enter the source's actor, and never one the refresh policy says is due.
+public final class ProviderTokenAtHand: Sendable {
+    private let token = Mutex<ProviderToken?>(nil)
+    private let policy: ProviderTokenRefreshPolicy
+    private let clock: any WallClock
+
+    public init(policy: ProviderTokenRefreshPolicy, clock: any WallClock) {
+        self.policy = policy
+        self.clock = clock
+    }
+
+    /// The published token, unless it is due for refresh.
+    public var current: ProviderToken? {
+        guard let token = token.withLock({ $0 }), !policy.needsRefresh(token, now: clock.now()) else { return nil }
+        return token
+    }
+
+    public func publish(_ token: ProviderToken) {
+        self.token.withLock { $0 = token }
+    }
+
+    /// Takes `rejected` off the fast path (a newer published token stays).
+    public func withdraw(_ rejected: ProviderToken) {
+        token.withLock { if $0 == rejected { $0 = nil } }
+    }
+}
+
 /// A provider-token source for one process: mints once, caches, and refreshes per ``ProviderTokenRefreshPolicy``.
 ///
 /// Signing does not suspend, so concurrent callers of ``currentToken()`` never mint twice.
@@ -28,7 +56,7 @@ public actor LocalProviderTokenSource: ProviderTokenSource {
     private var cached: ProviderToken?
     private var rejectedAsExpired = false
     /// `cached` while it is not rejected, readable without entering the actor.
-    private nonisolated let atHand = Mutex<ProviderToken?>(nil)
+    private nonisolated let atHand: ProviderTokenAtHand
 
     /// How many tokens this source has minted; for metrics and tests.
     public private(set) var mintCount = 0
@@ -41,6 +69,7 @@ public actor LocalProviderTokenSource: ProviderTokenSource {
         self.signer = signer
         self.policy = policy
         self.clock = clock
+        self.atHand = ProviderTokenAtHand(policy: policy, clock: clock)
     }
 
     public func currentToken() async throws -> ProviderToken {
@@ -48,14 +77,14 @@ public actor LocalProviderTokenSource: ProviderTokenSource {
         if let cached {
             let expiredAndReplaceable = rejectedAsExpired && policy.mayReplace(cached, now: now)
             if !policy.needsRefresh(cached, now: now) && !expiredAndReplaceable {
-                if !rejectedAsExpired { atHand.withLock { $0 = cached } }
+                if !rejectedAsExpired { atHand.publish(cached) }
                 return cached
             }
         }
         let token = try signer.sign(issuedAt: now)
         cached = token
         rejectedAsExpired = false
-        atHand.withLock { $0 = token }
+        atHand.publish(token)
         mintCount += 1
         return token
     }
@@ -66,11 +95,8 @@ public actor LocalProviderTokenSource: ProviderTokenSource {
     public func reportRejected(_ token: ProviderToken, reason: String) async {
         guard reason == "ExpiredProviderToken", token == cached else { return }
         rejectedAsExpired = true
-        atHand.withLock { $0 = nil }
+        atHand.withdraw(token)
     }
 
-    public nonisolated var tokenAtHand: ProviderToken? {
-        guard let token = atHand.withLock({ $0 }), !policy.needsRefresh(token, now: clock.now()) else { return nil }
-        return token
-    }
+    public nonisolated var tokenAtHand: ProviderToken? { atHand.current }
 }

@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import PGPushCore
 import PGPushStore
-import Synchronization
 
 /// One provider token per (team, key) for the whole fleet, kept in `push.provider_tokens`.
 ///
@@ -19,7 +18,7 @@ public actor SharedProviderTokenSource: ProviderTokenSource {
     private var cached: ProviderToken?
     private var rejectedAsExpired: ProviderToken?
     /// `cached` while it is not rejected, readable without entering the actor.
-    private nonisolated let atHand = Mutex<ProviderToken?>(nil)
+    private nonisolated let atHand: ProviderTokenAtHand
     /// The refresh in progress: callers arriving meanwhile wait for it instead of querying again (the actor is
     /// reentrant across the database round trips).
     private var refreshing: Task<ProviderToken, any Error>?
@@ -39,6 +38,7 @@ public actor SharedProviderTokenSource: ProviderTokenSource {
         self.policy = policy
         self.clock = clock
         self.logger = logger
+        self.atHand = ProviderTokenAtHand(policy: policy, clock: clock)
     }
 
     public func currentToken() async throws -> ProviderToken {
@@ -88,16 +88,13 @@ public actor SharedProviderTokenSource: ProviderTokenSource {
     public func reportRejected(_ token: ProviderToken, reason: String) async {
         guard reason == "ExpiredProviderToken" else { return }
         rejectedAsExpired = token
-        atHand.withLock { if $0 == token { $0 = nil } }
+        atHand.withdraw(token)
     }
 
-    public nonisolated var tokenAtHand: ProviderToken? {
-        guard let token = atHand.withLock({ $0 }), !policy.needsRefresh(token, now: clock.now()) else { return nil }
-        return token
-    }
+    public nonisolated var tokenAtHand: ProviderToken? { atHand.current }
 
     private func publish(_ token: ProviderToken) {
-        if token != rejectedAsExpired { atHand.withLock { $0 = token } }
+        if token != rejectedAsExpired { atHand.publish(token) }
     }
 
     private func isDue(_ token: ProviderToken, now: Date) -> Bool {
