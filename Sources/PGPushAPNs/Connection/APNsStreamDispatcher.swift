@@ -130,22 +130,23 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
         }
         switch frame.payload {
         case .headers(let headers):
-            guard streams[frame.streamID] != nil else { return }
+            // One hash lookup per frame; the entry is then updated in place.
+            guard let index = streams.index(forKey: frame.streamID) else { return }
             // Trailers (a second HEADERS) never carry :status; only the first block sets it.
-            if streams[frame.streamID]!.status == nil {
+            if streams.values[index].status == nil {
                 if let statusText = headers.headers.first(name: ":status"), let status = Int(statusText) {
-                    streams[frame.streamID]!.status = status
-                    streams[frame.streamID]!.apnsID = headers.headers.first(name: "apns-id").flatMap { UUID(apnsIDString: $0) }
+                    streams.values[index].status = status
+                    streams.values[index].apnsID = headers.headers.first(name: "apns-id").flatMap { UUID(apnsIDString: $0) }
                 } else {
-                    streams[frame.streamID]!.sawHeadersWithoutStatus = true
+                    streams.values[index].sawHeadersWithoutStatus = true
                 }
             }
             if headers.endStream { finishWithResponse(frame.streamID) }
         case .data(let data):
-            if streams[frame.streamID] != nil {
+            if let index = streams.index(forKey: frame.streamID) {
                 if case .byteBuffer(let buffer) = data.data {
-                    let room = streams[frame.streamID]!.maximumBodyBytes - streams[frame.streamID]!.body.count
-                    if room > 0 { streams[frame.streamID]!.body.append(contentsOf: buffer.readableBytesView.prefix(room)) }
+                    let room = streams.values[index].maximumBodyBytes - streams.values[index].body.count
+                    if room > 0 { streams.values[index].body.append(contentsOf: buffer.readableBytesView.prefix(room)) }
                 }
                 if data.endStream { finishWithResponse(frame.streamID) }
             }
