@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import PGPushAPNs
 import PGPushCore
@@ -136,6 +137,46 @@ struct TransportStreamLimitTests {
                 return true
             }
             #expect(outcomes.count - unexpected.count == count, "first unexpected outcomes: \(unexpected.prefix(5))")
+        }
+    }
+
+    /// Request bodies count against the server's 65,535-byte connection window too. The client holds a request
+    /// back until the window has room for its body and opens it when the server's WINDOW_UPDATE arrives: if it
+    /// lost track of the window, the held requests would never go out and would end as timeouts.
+    @Test(.timeLimit(.minutes(1)))
+    func requestBodiesBeyondTheConnectionWindowAllGoOutIntact() async throws {
+        let key = TransportTestKey()
+        let simulator = TransportTest.simulatorConfiguration(key: key)
+        let source = try key.tokenSource()
+        try await TransportTest.withPool(
+            simulator: simulator,
+            client: { port, caFile in
+                var configuration = TransportTest.clientConfiguration(port: port, caFile: caFile, connections: 1)
+                configuration.requestTimeout = .seconds(15)
+                return configuration
+            },
+            credentials: .token(source)
+        ) { pool, simulator in
+            // 1,500 bodies of ~3.5 KB: about 80 times the initial window on one connection.
+            let count = 1_500
+            let alert = String(repeating: "x", count: 3_500)
+            let payload = Array(#"{"aps":{"alert":"\#(alert)"}}"#.utf8)
+            let tokens = (0..<count).map { _ in TransportTest.randomToken() }
+            let outcomes = await withTaskGroup(of: APNsOutcome.self, returning: [APNsOutcome].self) { group in
+                for token in tokens {
+                    group.addTask {
+                        await pool.send(APNsRequest(deviceToken: token, topic: TransportTest.topic, apnsID: UUID(), payload: payload))
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            let failed = outcomes.filter { $0.status != 200 }
+            #expect(failed.isEmpty, "first failures: \(failed.prefix(5))")
+            let expectedHash = SHA256.hash(data: payload).map { String(format: "%02x", $0) }.joined()
+            let ledger = simulator.ledger.entries
+            #expect(ledger.count == count)
+            #expect(Set(ledger.map(\.token)) == Set(tokens))
+            #expect(ledger.allSatisfy { $0.payloadSHA256 == expectedHash })
         }
     }
 

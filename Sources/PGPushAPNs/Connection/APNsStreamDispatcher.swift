@@ -20,6 +20,11 @@ struct APNsPendingStream {
 /// Streams are frames here, not child channels: a child channel per request (its own pipeline, promise,
 /// activation and teardown) cost more than the request itself at tens of thousands of requests per second.
 /// Only the connection's event loop touches it.
+///
+/// A stream is opened only when the connection's send window has room for its whole body. NIO would accept
+/// it anyway and hold the DATA frame back, but it releases held frames in hash order, not stream order, so
+/// the server answers out of order, and NIO's stream maps remove an out-of-order stream in linear time:
+/// with a thousand streams in flight that cost more than the request itself.
 final class APNsStreamDispatcher: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
@@ -38,6 +43,8 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
     private static let lastStreamID = Int(Int32.max)
     /// Flow-control credit is returned in batches of this many bytes (half the initial 65,535 window).
     private static let windowUpdateThreshold = 32_768
+    /// Every HTTP/2 connection's send window starts here; only WINDOW_UPDATE frames on stream 0 change it.
+    static let initialConnectionWindow = 65_535
 
     private let onEvent: @Sendable (APNsConnectionEvent) -> Void
     private let results: APNsDeferredResults
@@ -46,6 +53,10 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
     private var nextStreamID = 1
     private var acceptsStreams = true
     private var unreturnedCredit = 0
+    /// What the server still lets us send, in DATA bytes, on the connection as a whole.
+    private var sendWindow = APNsStreamDispatcher.initialConnectionWindow
+    /// Requests waiting for send window, oldest first, with their deadlines.
+    private var waitingForWindow = CircularBuffer<(pending: APNsPendingStream, deadline: NIODeadline)>()
     private var firstError: String?
     private var closedReported = false
 
@@ -65,42 +76,83 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
 
     // MARK: - Requests
 
-    /// Writes every request of `batch` on its own stream, then flushes once.
+    /// Writes every request of `batch` on its own stream, in order, as far as the send window allows, then
+    /// flushes once. The rest waits for the server's WINDOW_UPDATE.
     func open(_ batch: [APNsPendingStream]) {
         guard let context, context.channel.isActive, acceptsStreams else {
-            // Nothing reached the wire: the pool reports these as "not processed" and they are re-sent.
-            for pending in batch { report(.closed(streamID: nil, resetCode: nil, sawHeadersWithoutStatus: false), to: pending.onResult) }
+            for pending in batch { reportNotSent(pending) }
             return
         }
         let now = NIODeadline.now()
         for pending in batch {
-            guard nextStreamID <= Self.lastStreamID else {
-                report(.closed(streamID: nil, resetCode: nil, sawHeadersWithoutStatus: false), to: pending.onResult)
-                continue
+            if waitingForWindow.isEmpty, pending.body.count <= sendWindow {
+                write(pending, deadline: now + pending.timeout, context: context)
+            } else {
+                waitingForWindow.append((pending, now + pending.timeout))
             }
-            let streamID = HTTP2StreamID(nextStreamID)
-            nextStreamID += 2
-            streams[streamID] = OpenStream(
-                onResult: pending.onResult, deadline: now + pending.timeout, maximumBodyBytes: pending.maximumBodyBytes
-            )
-            var buffer = context.channel.allocator.buffer(capacity: pending.body.count)
-            buffer.writeBytes(pending.body)
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: pending.headers)))), promise: nil)
-            context.write(
-                wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
-                promise: nil
-            )
         }
         context.flush()
-        if nextStreamID > Self.lastStreamID {
+        closeIfStreamIDsAreUsedUp(context: context)
+    }
+
+    private func write(_ pending: APNsPendingStream, deadline: NIODeadline, context: ChannelHandlerContext) {
+        guard nextStreamID <= Self.lastStreamID else {
+            reportNotSent(pending)
+            return
+        }
+        let streamID = HTTP2StreamID(nextStreamID)
+        nextStreamID += 2
+        sendWindow -= pending.body.count
+        streams[streamID] = OpenStream(onResult: pending.onResult, deadline: deadline, maximumBodyBytes: pending.maximumBodyBytes)
+        var buffer = context.channel.allocator.buffer(capacity: pending.body.count)
+        buffer.writeBytes(pending.body)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: pending.headers)))), promise: nil)
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
+            promise: nil
+        )
+    }
+
+    /// Opens the waiting requests the send window now has room for.
+    private func openWaitingStreams(context: ChannelHandlerContext) {
+        guard !waitingForWindow.isEmpty else { return }
+        var wrote = false
+        while let first = waitingForWindow.first, first.pending.body.count <= sendWindow, acceptsStreams {
+            waitingForWindow.removeFirst()
+            write(first.pending, deadline: first.deadline, context: context)
+            wrote = true
+        }
+        if wrote {
+            context.flush()
+            closeIfStreamIDsAreUsedUp(context: context)
+        }
+    }
+
+    private func closeIfStreamIDsAreUsedUp(context: ChannelHandlerContext) {
+        if nextStreamID > Self.lastStreamID, acceptsStreams {
             // Stream ids are used up (after about a billion requests): let the pool replace the connection.
             acceptsStreams = false
+            failWaitingStreams()
             context.close(mode: .all, promise: nil)
         }
     }
 
+    /// Nothing of these reached the wire: the pool reports them as "not processed" and they are re-sent.
+    private func failWaitingStreams() {
+        while let waiting = waitingForWindow.popFirst() { reportNotSent(waiting.pending) }
+    }
+
+    private func reportNotSent(_ pending: APNsPendingStream) {
+        report(.closed(streamID: nil, resetCode: nil, sawHeadersWithoutStatus: false), to: pending.onResult)
+    }
+
     /// Times out every stream whose deadline has passed and resets it, which frees the server's slot.
     func sweepDeadlines(now: NIODeadline) {
+        // Every request on a connection has the same timeout, so the waiting queue is in deadline order.
+        while let first = waitingForWindow.first, first.deadline <= now {
+            waitingForWindow.removeFirst()
+            report(.timedOut, to: first.pending.onResult)
+        }
         guard let context, !streams.isEmpty else { return }
         let expired = streams.compactMap { $0.value.deadline <= now ? $0.key : nil }
         guard !expired.isEmpty else { return }
@@ -178,6 +230,7 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         acceptsStreams = false
+        failWaitingStreams()
         let open = streams
         streams.removeAll()
         for (streamID, stream) in open {
@@ -197,8 +250,12 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
         case .settings(.settings(let settings)):
             let limit = settings.last { $0.parameter == .maxConcurrentStreams }.map { Int($0.value) }
             onEvent(.settings(maxConcurrentStreams: limit))
+        case .windowUpdate(let increment):
+            sendWindow += increment
+            if let context { openWaitingStreams(context: context) }
         case .goAway(let lastStreamID, let errorCode, let opaqueData):
             acceptsStreams = false
+            failWaitingStreams()
             let debug = opaqueData.map { String(buffer: $0) }
             onEvent(.goAway(lastStreamID: Int(lastStreamID), errorCode: UInt32(errorCode.networkCode), debugData: debug))
         case .ping(let data, ack: true):
