@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import NIOHPACK
 import NIOPosix
 import NIOSSL
 import PGPushCore
@@ -53,6 +54,53 @@ public final class APNsConnectionPool: Service, Sendable {
     /// request (the source caches it), and a `403 ExpiredProviderToken` is reported back to the source.
     /// Cancelling a caller that still waits for a stream slot removes it from the queue.
     public func send(_ request: APNsRequest) async -> APNsOutcome {
+        let stream: PreparedStream
+        switch await prepare(request) {
+        case .ready(let prepared): stream = prepared
+        case .failed(let outcome): return outcome
+        }
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<APNsOutcome, Never>) in
+            open(stream) { continuation.resume(returning: $0) }
+        }
+        if let rejected = rejectedToken(stream, outcome) {
+            await rejected.source.reportRejected(rejected.token, reason: rejected.reason)
+        }
+        return outcome
+    }
+
+    /// Waits for a stream slot like ``send(_:)``, writes the request, and returns without waiting for the
+    /// answer: `onOutcome` runs exactly once, on the connection's event loop (or at once when no slot can be
+    /// had). A caller with many requests in flight needs no task per request this way.
+    public func start(_ request: APNsRequest, onOutcome: @escaping @Sendable (APNsOutcome) -> Void) async {
+        let stream: PreparedStream
+        switch await prepare(request) {
+        case .ready(let prepared): stream = prepared
+        case .failed(let outcome): return onOutcome(outcome)
+        }
+        open(stream) { outcome in
+            guard let rejected = self.rejectedToken(stream, outcome) else { return onOutcome(outcome) }
+            // The source hears of the rejection before the caller does, so a re-send signs a new token.
+            Task {
+                await rejected.source.reportRejected(rejected.token, reason: rejected.reason)
+                onOutcome(outcome)
+            }
+        }
+    }
+
+    /// A request with its slot reserved and its headers built, ready to be written.
+    private struct PreparedStream: Sendable {
+        var lease: APNsStreamLease
+        var headers: HPACKHeaders
+        var body: [UInt8]
+        var token: ProviderToken?
+    }
+
+    private enum Preparation: Sendable {
+        case ready(PreparedStream)
+        case failed(APNsOutcome)
+    }
+
+    private func prepare(_ request: APNsRequest) async -> Preparation {
         var token: ProviderToken?
         if case .token(let source) = credentials {
             if let atHand = source.tokenAtHand {
@@ -61,35 +109,39 @@ public final class APNsConnectionPool: Service, Sendable {
                 do {
                     token = try await source.currentToken()
                 } catch {
-                    return .noResponse(.connectFailed(detail: "no provider token: \(error)"))
+                    return .failed(.noResponse(.connectFailed(detail: "no provider token: \(error)")))
                 }
             }
         }
-
-        let lease: APNsStreamLease
         switch await acquireSlot() {
-        case .granted(let granted): lease = granted
-        case .failed(let reason): return .noResponse(reason)
+        case .granted(let lease):
+            let headers = APNsRequestHeaders.make(for: request, authority: authority, authorization: token?.authorizationHeaderValue)
+            return .ready(PreparedStream(lease: lease, headers: headers, body: request.payload, token: token))
+        case .failed(let reason):
+            return .failed(.noResponse(reason))
         }
+    }
 
-        let headers = APNsRequestHeaders.make(for: request, authority: authority, authorization: token?.authorizationHeaderValue)
-        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<APNsOutcome, Never>) in
-            lease.connection.startStream(
-                headers: headers,
-                body: request.payload,
-                timeout: requestTimeout,
-                maximumBodyBytes: configuration.maximumResponseBodyBytes
-            ) { result in
-                continuation.resume(returning: self.streamFinished(lease.connectionID, result))
-            }
+    private func open(_ stream: PreparedStream, onOutcome: @escaping @Sendable (APNsOutcome) -> Void) {
+        let connectionID = stream.lease.connectionID
+        stream.lease.connection.startStream(
+            headers: stream.headers,
+            body: stream.body,
+            timeout: requestTimeout,
+            maximumBodyBytes: configuration.maximumResponseBodyBytes
+        ) { result in
+            onOutcome(self.streamFinished(connectionID, result))
         }
+    }
 
-        if case .response(let response) = outcome, response.status == 403, let reason = response.reason,
-            let token, case .token(let source) = credentials
-        {
-            await source.reportRejected(token, reason: reason)
-        }
-        return outcome
+    /// A 403 that names the provider token (ExpiredProviderToken and its kin) goes back to the token's source.
+    private func rejectedToken(
+        _ stream: PreparedStream, _ outcome: APNsOutcome
+    ) -> (source: any ProviderTokenSource, token: ProviderToken, reason: String)? {
+        guard case .response(let response) = outcome, response.status == 403, let reason = response.reason,
+            let token = stream.token, case .token(let source) = credentials
+        else { return nil }
+        return (source, token, reason)
     }
 
     private func acquireSlot() async -> APNsSlotGrant {

@@ -22,18 +22,27 @@ public final class WorkerMetrics: Sendable {
 
     public init() {}
 
-    /// One send's result, by app, HTTP status (0 without a response) and reason.
-    func recordSend(app: String, status: Int, reason: String?) {
-        let key = "\(app)|\(status)|\(reason ?? "")"
-        let counter = sendCounters.withLock { counters in
-            if let counter = counters[key] { return counter }
-            let counter = Counter(
-                label: "pgpush_sends_total",
-                dimensions: [("app", app), ("status", String(status)), ("reason", reason ?? "")])
-            counters[key] = counter
-            return counter
+    /// A send's result: HTTP status (0 without a response) and reason.
+    struct SendKey: Hashable {
+        var status: Int
+        var reason: String?
+    }
+
+    /// Sends' results by app, status and reason. Counted per chunk and added here once: per request, building
+    /// the counter's key cost more than the counting.
+    func recordSends(app: String, _ counts: [SendKey: Int]) {
+        for (send, count) in counts {
+            let key = "\(app)|\(send.status)|\(send.reason ?? "")"
+            let counter = sendCounters.withLock { counters in
+                if let counter = counters[key] { return counter }
+                let counter = Counter(
+                    label: "pgpush_sends_total",
+                    dimensions: [("app", app), ("status", String(send.status)), ("reason", send.reason ?? "")])
+                counters[key] = counter
+                return counter
+            }
+            counter.increment(by: count)
         }
-        counter.increment()
     }
 
     func recordPruned(reason: String, count: Int) {

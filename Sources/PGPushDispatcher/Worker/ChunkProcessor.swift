@@ -50,58 +50,54 @@ struct ChunkProcessor: Sendable {
         let priority = APNsPriority(rawValue: job.apnsPriority)
         var tally = Tally()
 
-        await withTaskGroup(of: Answer.self) { group in
-            for token in tokens {
-                if stopSending.isSet || appHealth.isPaused(chunk.appID) {
-                    tally.unsent.append(token)
-                    continue
-                }
-                // The app's adaptive limit: a misconfigured app gets only a handful of requests out before its
-                // errors pause it, and 429/503 slow every chunk of the app down.
-                await sender.gate.acquire()
-                if stopSending.isSet || appHealth.isPaused(chunk.appID) {
+        let answers = ChunkAnswers(capacity: tokens.count)
+        for token in tokens {
+            if stopSending.isSet || appHealth.isPaused(chunk.appID) {
+                tally.unsent.append(token)
+                continue
+            }
+            // The app's adaptive limit: a misconfigured app gets only a handful of requests out before its
+            // errors pause it, and 429/503 slow every chunk of the app down.
+            await sender.gate.acquire()
+            if stopSending.isSet || appHealth.isPaused(chunk.appID) {
+                sender.gate.release(overloaded: false, succeeded: false)
+                tally.unsent.append(token)
+                continue
+            }
+            if let limiter = sender.rateLimiter {
+                do { try await limiter.acquire() } catch {
                     sender.gate.release(overloaded: false, succeeded: false)
                     tally.unsent.append(token)
                     continue
                 }
-                if let limiter = sender.rateLimiter {
-                    do { try await limiter.acquire() } catch {
-                        sender.gate.release(overloaded: false, succeeded: false)
-                        tally.unsent.append(token)
-                        continue
-                    }
-                }
-                let request = APNsRequest(
-                    deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
-                    collapseID: job.collapseID, apnsID: APNsID.make(jobID: chunk.jobID, token: token), payload: job.payload)
-                let pool = sender.pool
-                let gate = sender.gate
-                let metrics = self.metrics
-                let appHealth = self.appHealth
-                let appID = chunk.appID
-                group.addTask {
-                    let started = ContinuousClock.now
-                    let outcome = await pool.send(request)
-                    metrics.sendDuration.record(duration: ContinuousClock.now - started)
-                    let status = outcome.status
-                    // The app's health is judged as answers arrive, not when the chunk ends: a misconfigured app
-                    // must stop sending after its first few errors.
-                    let classification = classify(outcome)
-                    switch classification {
-                    case .configurationError(let reason): appHealth.recordConfigurationError(appID, reason: reason)
-                    case .delivered: appHealth.recordSuccess(appID)
-                    default: break
-                    }
-                    // A deadline that passed means APNs (or the path to it) is saturated as surely as a 503 does.
-                    let overloaded = status == 429 || status == 503 || outcome == .noResponse(.timeout)
-                    gate.release(overloaded: overloaded, succeeded: status == 200)
-                    return Answer(token: token, apnsID: request.apnsID, outcome: outcome, classification: classification, sentAt: Date())
-                }
             }
-            for await result in group {
-                handle(result, chunk: chunk, job: job, into: &tally)
+            let request = APNsRequest(
+                deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+                collapseID: job.collapseID, apnsID: APNsID.make(jobID: chunk.jobID, token: token), payload: job.payload)
+            let (gate, metrics, appHealth, appID) = (sender.gate, self.metrics, self.appHealth, chunk.appID)
+            let started = ContinuousClock.now
+            answers.expectOne()
+            await sender.pool.start(request) { outcome in
+                metrics.sendDuration.record(duration: ContinuousClock.now - started)
+                let status = outcome.status
+                // The app's health is judged as answers arrive, not when the chunk ends: a misconfigured app
+                // must stop sending after its first few errors.
+                let classification = classify(outcome)
+                switch classification {
+                case .configurationError(let reason): appHealth.recordConfigurationError(appID, reason: reason)
+                case .delivered: appHealth.recordSuccess(appID)
+                default: break
+                }
+                // A deadline that passed means APNs (or the path to it) is saturated as surely as a 503 does.
+                let overloaded = status == 429 || status == 503 || outcome == .noResponse(.timeout)
+                gate.release(overloaded: overloaded, succeeded: status == 200)
+                answers.add(Answer(token: token, apnsID: request.apnsID, outcome: outcome, classification: classification, sentAt: Date()))
             }
         }
+        for answer in await answers.all() {
+            handle(answer, chunk: chunk, job: job, into: &tally)
+        }
+        metrics.recordSends(app: chunk.appID, tally.sends)
         return finish(tally, chunk: chunk, job: job, completion: completion)
     }
 
@@ -123,12 +119,14 @@ struct ChunkProcessor: Sendable {
         var prune: [PruneCandidate] = []
         var answered = 0
         var badDeviceTokens = 0
+        /// Sends by (status, reason), added to the metrics once per chunk.
+        var sends: [WorkerMetrics.SendKey: Int] = [:]
     }
 
     private func handle(_ answer: Answer, chunk: ClaimedChunk, job: JobDetails, into tally: inout Tally) {
         let (token, outcome, sentAt, classification, apnsID) = (answer.token, answer.outcome, answer.sentAt, answer.classification, answer.apnsID)
         let status = outcome.status
-        metrics.recordSend(app: chunk.appID, status: status, reason: classification.reasonForRecord)
+        tally.sends[WorkerMetrics.SendKey(status: status, reason: classification.reasonForRecord), default: 0] += 1
         if case .response = outcome { tally.answered += 1 }
         func final(_ reason: String?) {
             tally.outcomes.append(FinalOutcome(token: token, status: status, reason: reason, apnsID: apnsID, attempt: chunk.attempt, sentAt: sentAt))
