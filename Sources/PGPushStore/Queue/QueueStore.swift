@@ -1,5 +1,7 @@
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import PGPushCore
 import PostgresNIO
 import Synchronization
@@ -72,27 +74,52 @@ public struct LeaseLost: Error, Sendable, CustomStringConvertible {
 
 /// Runs `operation`, or throws ``PGPushError/Code/databaseUnavailable`` once `deadline` passes; the operation is
 /// then cancelled and left to wind down on its own, so a hung client call cannot hang the caller.
-func withDeadline<T: Sendable>(_ deadline: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-    let outcome = Mutex<Bool>(false)
+///
+/// The deadline is an event-loop timer that a finished call removes. A cancelled `Task.sleep` would stay
+/// scheduled until its time came: with a 60-second deadline on every statement, the worker held a minute's
+/// worth of dead timers and their tasks.
+func withDeadline<T: Sendable>(
+    _ deadline: Duration,
+    on eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any(),
+    _ operation: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let race = DeadlineRace()
     return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        let claim: @Sendable () -> Bool = {
-            outcome.withLock { done in
-                defer { done = true }
-                return !done
-            }
+        let (seconds, attoseconds) = deadline.components
+        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {
+            guard let work = race.finish() else { return }
+            work?.cancel()
+            continuation.resume(throwing: PGPushError(.databaseUnavailable, "a database call did not finish within \(deadline)"))
         }
-        let work = Task { try await operation() }
-        let timer = Task {
-            try? await Task.sleep(for: deadline)
-            if !Task.isCancelled, claim() {
-                work.cancel()
-                continuation.resume(throwing: PGPushError(.databaseUnavailable, "a database call did not finish within \(deadline)"))
-            }
-        }
-        Task {
-            let result = await work.result
+        let work = Task {
+            let result: Result<T, any Error>
+            do { result = .success(try await operation()) } catch { result = .failure(error) }
             timer.cancel()
-            if claim() { continuation.resume(with: result) }
+            if race.finish() != nil { continuation.resume(with: result) }
+        }
+        // The timer may have fired before the task existed; then it could not cancel it.
+        if race.attach(work) { work.cancel() }
+    }
+}
+
+/// Who ends a ``withDeadline(_:on:_:)`` call first: the operation or the timer.
+private final class DeadlineRace: Sendable {
+    private let state = Mutex<(finished: Bool, work: Task<Void, Never>?)>((false, nil))
+
+    /// For the first caller only: the operation's task, if attached yet. Nil for everyone after.
+    func finish() -> Task<Void, Never>?? {
+        state.withLock { state in
+            defer { state.finished = true }
+            return state.finished ? nil : .some(state.work)
+        }
+    }
+
+    /// Records the operation's task; true if the race is already over (so the task should be cancelled).
+    func attach(_ work: Task<Void, Never>) -> Bool {
+        state.withLock { state in
+            state.work = work
+            return state.finished
         }
     }
 }
