@@ -6,8 +6,12 @@ import Testing
 @Suite("APNs simulator: h2load")
 struct SimulatorH2LoadTests {
     static let h2load = "/usr/bin/h2load"
+    /// `scripts/test` installs h2load and sets PGPUSH_REQUIRE_H2LOAD, so there a missing h2load fails the test
+    /// instead of skipping it; a bare `swift test` without h2load skips it.
+    static let runs = FileManager.default.isExecutableFile(atPath: h2load)
+        || ProcessInfo.processInfo.environment["PGPUSH_REQUIRE_H2LOAD"] != nil
 
-    @Test(.timeLimit(.minutes(2)), .enabled(if: FileManager.default.isExecutableFile(atPath: h2load)))
+    @Test(.timeLimit(.minutes(2)), .enabled(if: runs, "h2load (Debian's nghttp2-client) is not installed"))
     func h2loadRequestsAllSucceedWithinTheStreamLimits() async throws {
         try await SimulatorHarness.with { harness in
             let directory = NSTemporaryDirectory() + "pgpush-h2load-\(UUID().uuidString)"
