@@ -175,6 +175,7 @@ let package = Package(
             dependencies: [
                 "PGPushCore", "PGPushStore", "PGPushTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ]

@@ -1,9 +1,11 @@
+import Crypto
 import Foundation
 import PGPushTestSupport
 import PostgresNIO
 import Testing
 
-/// `pgpush migrate`, `pgpush prune`, `pgpush simulator` and `pgpush bench transport`, through the binary.
+/// `pgpush migrate`, `pgpush prune`, `pgpush simulator`, `pgpush bench transport` and `pgpush bench provider-token`,
+/// through the binary.
 @Suite(.timeLimit(.minutes(3)))
 struct OperationsCommandTests {
     @Test func migrateAppliesThenReportsNothingToDoAsJSON() async throws {
@@ -53,13 +55,7 @@ struct OperationsCommandTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pgpush-ops-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let key = directory.appendingPathComponent("AuthKey.p8").path
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/bin/sh")
-        openssl.arguments = ["-c", "openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out '\(key)'"]
-        try openssl.run()
-        openssl.waitUntilExit()
-        try #require(openssl.terminationStatus == 0)
+        let key = try Self.makeProviderKey(in: directory)
 
         let simulator = try CLIProcess([
             "simulator", "--port", "0", "--cert-dir", directory.appendingPathComponent("sim").path,
@@ -86,5 +82,54 @@ struct OperationsCommandTests {
         #expect((report["notificationsPerSecond"] as? Double ?? 0) > 0)
         #expect(report["peakRSSKilobytes"] as? Int ?? 0 > 0)
         _ = try? await simulator.finish(timeout: .seconds(1))
+    }
+
+    /// The token scripts/bench-transport hands to h2load: a compact ES256 JWT with the key id and team id,
+    /// signed by the key file's key, and a clear error for a key file that cannot be read.
+    @Test func benchProviderTokenPrintsAJWTSignedByTheKeyFile() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pgpush-jwt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = try Self.makeProviderKey(in: directory)
+
+        let before = Date().timeIntervalSince1970.rounded(.down)
+        let result = try await CLIProcess.run(["bench", "provider-token", "--team-id", "TEAM123456", "--key-id", "KEY1234567", "--key-file", key])
+        #expect(result.status == 0, "\(result)")
+        let parts = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".").map(String.init)
+        try #require(parts.count == 3, "\(result)")
+        let header = try #require(try JSONSerialization.jsonObject(with: try #require(Self.base64URL(parts[0]))) as? [String: Any])
+        let claims = try #require(try JSONSerialization.jsonObject(with: try #require(Self.base64URL(parts[1]))) as? [String: Any])
+        #expect(header["alg"] as? String == "ES256")
+        #expect(header["kid"] as? String == "KEY1234567")
+        #expect(claims["iss"] as? String == "TEAM123456")
+        let issuedAt = try #require(claims["iat"] as? Double)
+        #expect(issuedAt >= before && issuedAt <= Date().timeIntervalSince1970)
+        let publicKey = try P256.Signing.PrivateKey(pemRepresentation: String(contentsOfFile: key, encoding: .utf8)).publicKey
+        let signature = try P256.Signing.ECDSASignature(rawRepresentation: try #require(Self.base64URL(parts[2])))
+        #expect(publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8)))
+
+        let missing = directory.appendingPathComponent("absent.p8").path
+        let refused = try await CLIProcess.run(["bench", "provider-token", "--team-id", "TEAM123456", "--key-id", "KEY1234567", "--key-file", missing])
+        #expect(refused.status != 0)
+        #expect(refused.stdout.isEmpty)
+        #expect(refused.stderr.contains("cannot read key file \(missing)"), "\(refused)")
+    }
+
+    /// A fresh P-256 key in Apple's .p8 form (PKCS#8 PEM).
+    private static func makeProviderKey(in directory: URL) throws -> String {
+        let key = directory.appendingPathComponent("AuthKey.p8").path
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/bin/sh")
+        openssl.arguments = ["-c", "openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out '\(key)'"]
+        try openssl.run()
+        openssl.waitUntilExit()
+        try #require(openssl.terminationStatus == 0)
+        return key
+    }
+
+    private static func base64URL(_ text: String) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
     }
 }

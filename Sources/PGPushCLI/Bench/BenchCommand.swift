@@ -5,6 +5,9 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure pgpush components under load.",
-        subcommands: [BenchTransportCommand.self, TransportBenchSimulatorCommand.self, BenchBroadcastCommand.self]
+        subcommands: [
+            BenchTransportCommand.self, BenchBroadcastCommand.self,
+            TransportBenchSimulatorCommand.self, BenchProviderTokenCommand.self,
+        ]
     )
 }
