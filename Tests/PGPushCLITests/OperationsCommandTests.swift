@@ -97,15 +97,16 @@ struct OperationsCommandTests {
         #expect(result.status == 0, "\(result)")
         let parts = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".").map(String.init)
         try #require(parts.count == 3, "\(result)")
-        let header = try #require(try JSONSerialization.jsonObject(with: try #require(Self.base64URL(parts[0]))) as? [String: Any])
-        let claims = try #require(try JSONSerialization.jsonObject(with: try #require(Self.base64URL(parts[1]))) as? [String: Any])
+        let (headerData, claimsData, signatureData) = (Self.base64URL(parts[0]), Self.base64URL(parts[1]), Self.base64URL(parts[2]))
+        let header = try #require(try JSONSerialization.jsonObject(with: headerData) as? [String: Any])
+        let claims = try #require(try JSONSerialization.jsonObject(with: claimsData) as? [String: Any])
         #expect(header["alg"] as? String == "ES256")
         #expect(header["kid"] as? String == "KEY1234567")
         #expect(claims["iss"] as? String == "TEAM123456")
         let issuedAt = try #require(claims["iat"] as? Double)
         #expect(issuedAt >= before && issuedAt <= Date().timeIntervalSince1970)
         let publicKey = try P256.Signing.PrivateKey(pemRepresentation: String(contentsOfFile: key, encoding: .utf8)).publicKey
-        let signature = try P256.Signing.ECDSASignature(rawRepresentation: try #require(Self.base64URL(parts[2])))
+        let signature = try P256.Signing.ECDSASignature(rawRepresentation: signatureData)
         #expect(publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8)))
 
         let missing = directory.appendingPathComponent("absent.p8").path
@@ -127,9 +128,10 @@ struct OperationsCommandTests {
         return key
     }
 
-    private static func base64URL(_ text: String) -> Data? {
+    /// Decodes unpadded base64url; malformed text gives empty data, which the checks above then reject.
+    private static func base64URL(_ text: String) -> Data {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
+        return Data(base64Encoded: base64) ?? Data()
     }
 }
