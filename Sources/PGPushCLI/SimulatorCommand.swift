@@ -13,13 +13,14 @@ struct SimulatorCommand: AsyncParsableCommand {
             Behaves like APNs: request validation with APNs' reasons, provider-token checks, one stream until the
             first success and then 1000, and the device-token prefix rules dead… (410 Unregistered), bad0…
             (BadDeviceToken) and 0e0e… (DeviceTokenNotForTopic). Clients must trust <cert-dir>/ca.pem and
-            connect to "localhost".
+            connect to "localhost" or 127.0.0.1.
 
             Examples:
               pgpush simulator --token-key TEAM123456:KEY1234567:AuthKey.p8 --topic com.example.app
               pgpush simulator --token-key T:K:key.p8 --error-rate 0.01 --goaway-every 5000 --seed 7 --duration 60
 
             Prints the port and CA path on start and the ledger summary on exit (SIGINT/SIGTERM or --duration).
+            Clients that reach it by another name (a compose service, say) need --certificate-hostname NAME.
             """)
 
     @OptionGroup var logging: LoggingOptions
@@ -29,6 +30,9 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Option(help: "Directory of ca.pem, ca-key.pem, server.pem, server-key.pem (generated when absent).")
     var certDir = "./.pgpush-simulator"
     @Flag(help: "Generate a new CA and server certificate even if they exist.") var regenerateCerts = false
+    @Option(help: ArgumentHelp("A host name clients reach the simulator by, added to its certificate (repeatable).",
+                               valueName: "name"))
+    var certificateHostname: [String] = []
     @Option(help: ArgumentHelp("Trusted provider-token key (repeatable); PATH is a .p8 private key or a public key PEM.",
                                valueName: "TEAM:KEYID:PATH"))
     var tokenKey: [String] = []
@@ -82,6 +86,7 @@ struct SimulatorCommand: AsyncParsableCommand {
         configuration.port = port
         configuration.certificateDirectory = certDir
         configuration.regenerateCertificates = regenerateCerts
+        configuration.certificateHostnames = certificateHostname
         configuration.tokenKeys = try tokenKey.map(Self.parseTokenKey)
         configuration.clientCertificateCAFile = clientCA
         configuration.certificateTopics = certificateTopic

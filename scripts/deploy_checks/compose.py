@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .common import GRACE_PERIOD_KEY, WORKER_ENV_KEYS, Report, parse_duration_seconds, schema_errors
 
@@ -94,6 +95,12 @@ def validate_compose(documents: dict[Path, list[Any]], deploy: Path, report: Rep
                  and "PGPUSH_APNS_CA_FILE" in env, "worker env points at the simulator and database")
     unknown = sorted(set(env) - WORKER_ENV_KEYS)
     report.check(not unknown, "worker env keys are worker settings", f"unknown {unknown}")
+    # Workers verify the simulator's certificate like any other, so it must name the host they dial.
+    endpoint_host = urlsplit(str(env.get("PGPUSH_APNS_ENDPOINT", ""))).hostname or ""
+    certified = {"localhost", "127.0.0.1"} | {sim_cmd[i + 1] for i, arg in enumerate(sim_cmd[:-1])
+                                              if arg == "--certificate-hostname"}
+    report.check(endpoint_host in certified, "simulator certificate names the host workers dial",
+                 f"{endpoint_host!r} not in {sorted(certified)}")
     ca_file = str(env.get("PGPUSH_APNS_CA_FILE", ""))
     sim_volume = next((v.split(":")[0] for v in simulator.get("volumes", []) if isinstance(v, str)), None)
     report.check(any(isinstance(v, str) and v.split(":")[0] == sim_volume and ca_file.startswith(v.split(":")[1])

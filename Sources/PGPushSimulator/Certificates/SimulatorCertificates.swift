@@ -3,16 +3,23 @@ import Foundation
 import SwiftASN1
 import X509
 
-/// The simulator's own CA and its `localhost` server certificate, as PEM files in one directory.
+/// The simulator's own CA and its server certificate, as PEM files in one directory. The server certificate
+/// names `localhost`, 127.0.0.1 and any extra host names clients reach the simulator by (a compose service
+/// name, say), because clients verify it like any other.
 struct SimulatorCertificates: Sendable {
     let directory: String
+    /// Every DNS name the server certificate must carry.
+    let hostnames: [String]
     var caCertificatePath: String { directory + "/ca.pem" }
     var caKeyPath: String { directory + "/ca-key.pem" }
     var serverCertificatePath: String { directory + "/server.pem" }
     var serverKeyPath: String { directory + "/server-key.pem" }
 
-    init(directory: String) {
+    init(directory: String, extraHostnames: [String] = []) {
         self.directory = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+        var hostnames = ["localhost"]
+        for name in extraHostnames.map({ $0.lowercased() }) where !hostnames.contains(name) { hostnames.append(name) }
+        self.hostnames = hostnames
     }
 
     var allFilesExist: Bool {
@@ -20,9 +27,10 @@ struct SimulatorCertificates: Sendable {
             .allSatisfy { FileManager.default.fileExists(atPath: $0) }
     }
 
-    /// Writes a new CA and server certificate unless all four files already exist (or `force` is set).
+    /// Writes a new CA and server certificate unless all four files already exist and the server certificate
+    /// names every host name (or `force` is set).
     func ensureExist(force: Bool, now: Date = Date()) throws {
-        if !force && allFilesExist { return }
+        if !force && allFilesExist && (try? serverCertificateNames().isSuperset(of: hostnames)) == true { return }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
 
         let caKey = P256.Signing.PrivateKey()
@@ -63,7 +71,8 @@ struct SimulatorCertificates: Sendable {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true, keyEncipherment: true))
                 try ExtendedKeyUsage([.serverAuth])
-                SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
+                SubjectAlternativeNames(
+                    hostnames.map { GeneralName.dnsName($0) } + [.ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
             },
             issuerPrivateKey: .init(caKey)
         )
@@ -72,6 +81,16 @@ struct SimulatorCertificates: Sendable {
         try write(caKey.pemRepresentation, to: caKeyPath, secret: true)
         try write(server.serializeAsPEM().pemString, to: serverCertificatePath, secret: false)
         try write(serverKey.pemRepresentation, to: serverKeyPath, secret: true)
+    }
+
+    /// The DNS names in the existing server certificate's subject alternative names.
+    func serverCertificateNames() throws -> Set<String> {
+        let certificate = try Certificate(pemEncoded: String(contentsOfFile: serverCertificatePath, encoding: .utf8))
+        var names = Set<String>()
+        for name in try certificate.extensions.subjectAlternativeNames ?? SubjectAlternativeNames() {
+            if case .dnsName(let dnsName) = name { names.insert(dnsName.lowercased()) }
+        }
+        return names
     }
 
     private func write(_ text: String, to path: String, secret: Bool) throws {

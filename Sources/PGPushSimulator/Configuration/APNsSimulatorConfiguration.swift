@@ -14,6 +14,9 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var certificateDirectory: String = NSTemporaryDirectory() + "pgpush-simulator-\(getpid())"
     /// Regenerate the CA and server certificate on every start, even when they exist. Default `false`.
     public var regenerateCertificates: Bool = false
+    /// DNS names the server certificate carries besides `localhost` (and 127.0.0.1), e.g. a compose service
+    /// name. Existing certificates that lack one are regenerated. Default empty.
+    public var certificateHostnames: [String] = []
     /// The provider-token keys the simulator knows; a JWT signed by any other key is `InvalidProviderToken`.
     public var tokenKeys: [SimulatorTokenKey] = []
     /// When set, TLS client certificates signed by this CA (PEM file) are accepted: certificate authentication.

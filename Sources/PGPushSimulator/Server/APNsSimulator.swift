@@ -38,7 +38,8 @@ public final class APNsSimulator: Service, Sendable {
         self.configuration = configuration
         self.logger = logger
         self.context = SimulatorServerContext(configuration: configuration)
-        self.certificates = SimulatorCertificates(directory: configuration.certificateDirectory)
+        self.certificates = SimulatorCertificates(
+            directory: configuration.certificateDirectory, extraHostnames: configuration.certificateHostnames)
     }
 
     /// The PEM file of the CA that signed the server certificate; clients must trust it.
