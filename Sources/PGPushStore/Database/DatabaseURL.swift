@@ -78,8 +78,14 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
         configuration.options.maximumConnections = maximumConnections
-        configuration.options.minimumConnections = 0
-        configuration.options.keepAliveBehavior = .init(frequency: .seconds(30))
+        // No pool timers. PostgresNIO arms an idle timeout (connections above the minimum) and a keep-alive
+        // timer whenever a connection goes idle, and cancels them at the next lease; a cancelled timer stays
+        // scheduled until its time comes. At hundreds of leases a second a worker carried a minute of dead
+        // timers, and its RSS grew from 55 MB at 100,000 devices to 61 MB at 1,000,000. So the pool keeps its
+        // connections open for good, and a connection that died quietly is caught by every statement's
+        // deadline (QueueStore.deadline) instead of a keep-alive query.
+        configuration.options.minimumConnections = maximumConnections
+        configuration.options.keepAliveBehavior = nil
         return configuration
     }
 
