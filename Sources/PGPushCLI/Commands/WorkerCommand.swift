@@ -68,7 +68,7 @@ struct WorkerCommand: AsyncParsableCommand {
     var tokenRefreshAfter: Double?
     @Option(help: "Seconds between maintenance passes: partitions, stuck jobs, pruning (env: PGPUSH_MAINTENANCE_INTERVAL; default 5).")
     var maintenanceInterval: Double?
-    @Option(help: "PostgreSQL connections this worker opens and keeps open (env: PGPUSH_DB_CONNECTIONS; default 6).")
+    @Option(help: "PostgreSQL connections this worker may open (env: PGPUSH_DB_CONNECTIONS; default 6).")
     var dbConnections: Int?
     @Option(help: "This worker's id in leases and the registry (env: PGPUSH_WORKER_ID; default host:pid:random).")
     var workerId: String?

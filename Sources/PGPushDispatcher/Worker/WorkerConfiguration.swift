@@ -45,7 +45,7 @@ public struct WorkerConfiguration: Sendable {
     public var maintenanceInterval: Duration = .seconds(5)
     /// Provider-token refresh rules (shared across the fleet through the database).
     public var providerTokenPolicy = ProviderTokenRefreshPolicy()
-    /// PostgreSQL connections this worker opens at start and keeps open.
+    /// PostgreSQL connections this worker may open; one idle for 5 s is closed.
     public var databaseConnections: Int = 6
 
     public init() {}
