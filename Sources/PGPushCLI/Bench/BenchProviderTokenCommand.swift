@@ -17,10 +17,7 @@ struct BenchProviderTokenCommand: ParsableCommand {
     @Option(name: .customLong("key-file")) var keyFile: String
 
     func run() throws {
-        guard let pem = try? String(contentsOfFile: keyFile, encoding: .utf8) else {
-            throw PGPushError(.credentialUnreadable, "cannot read key file \(keyFile)")
-        }
-        let signer = try ProviderTokenSigner(teamID: teamID, keyID: keyID, privateKeyPEM: pem)
+        let signer = try ProviderTokenSigner(teamID: teamID, keyID: keyID, keyFile: keyFile)
         print(try signer.sign(issuedAt: Date()).jwt)
     }
 }

@@ -168,11 +168,7 @@ struct BenchTransportCommand: AsyncParsableCommand {
         guard let teamID, let keyID, let keyFile else {
             throw PGPushError(.invalidConfiguration, "token auth needs --team-id, --key-id and --key-file")
         }
-        guard let pem = try? String(contentsOfFile: keyFile, encoding: .utf8) else {
-            throw PGPushError(.credentialUnreadable, "cannot read key file \(keyFile)")
-        }
-        let signer = try ProviderTokenSigner(teamID: teamID, keyID: keyID, privateKeyPEM: pem)
-        return .token(LocalProviderTokenSource(signer: signer))
+        return .token(LocalProviderTokenSource(signer: try ProviderTokenSigner(teamID: teamID, keyID: keyID, keyFile: keyFile)))
     }
 
     private func loadTokens() throws -> [String]? {
