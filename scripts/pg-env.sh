@@ -1,4 +1,5 @@
 # Sourced by scripts that need a throwaway PostgreSQL cluster. Provides:
+#   apt_install PKG...    install Debian packages (as root, or through sudo)
 #   pg_ensure_installed   install PostgreSQL from Debian when initdb is missing
 #   pg_start DIR          initdb + start a cluster in DIR on a free port; exports PGPUSH_TEST_DATABASE_URL
 #   pg_stop DIR           stop the cluster and remove DIR
@@ -14,14 +15,17 @@ pg_bindir() {
     [ -n "$dir" ] && echo "$dir"
 }
 
+# Installs Debian packages, through sudo unless running as root.
+apt_install() {
+    local sudo=
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
 pg_ensure_installed() {
     if [ -z "$(pg_bindir)" ]; then
         echo "pgpush: initdb not found; installing PostgreSQL from Debian" >&2
-        if [ "$(id -u)" = 0 ]; then
-            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-        else
-            sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-        fi
+        apt_install postgresql
     fi
     PG_BIN=$(pg_bindir)
     [ -n "$PG_BIN" ] || { echo "pgpush: PostgreSQL installation failed" >&2; return 1; }
