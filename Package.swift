@@ -12,6 +12,7 @@ let migrationFiles = [
     "0003_views.sql",
     "0004_partitions.sql",
     "0005_roles.sql",
+    "0006_scheduler.sql",
 ]
 
 let package = Package(

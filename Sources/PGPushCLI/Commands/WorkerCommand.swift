@@ -40,7 +40,9 @@ struct WorkerCommand: AsyncParsableCommand {
     var connectionsPerApp: Int?
     @Option(help: "Devices per chunk when a job is expanded (env: PGPUSH_CHUNK_SIZE; default 1000).")
     var chunkSize: Int?
-    @Option(help: "Chunks held at once, sending plus prefetched (env: PGPUSH_MAX_ACTIVE_CHUNKS; default 4).")
+    @Option(help: "Notifications held at once: in flight, waiting or claimed ahead (env: PGPUSH_MAX_IN_FLIGHT; default 2 × --connections-per-app × 1000).")
+    var maxInFlight: Int?
+    @Option(help: ArgumentHelp("Replaced by --max-in-flight; N means N × --chunk-size notifications (env: PGPUSH_MAX_ACTIVE_CHUNKS).", visibility: .hidden))
     var maxActiveChunks: Int?
     @Option(help: "Seconds a graceful shutdown may drain in-flight requests (env: PGPUSH_GRACE_PERIOD; default 30).")
     var gracePeriod: Double?
@@ -125,7 +127,11 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         if let value = try setting(maxActiveChunks, "PGPUSH_MAX_ACTIVE_CHUNKS") {
             guard value >= 1 else { throw ValidationError("--max-active-chunks must be at least 1") }
-            configuration.maximumActiveChunks = value
+            configuration.maximumInFlight = value * configuration.chunkSize
+        }
+        if let value = try setting(maxInFlight, "PGPUSH_MAX_IN_FLIGHT") {
+            guard (1...1_000_000).contains(value) else { throw ValidationError("--max-in-flight must be between 1 and 1000000") }
+            configuration.maximumInFlight = value
         }
         if let value = try setting(gracePeriod, "PGPUSH_GRACE_PERIOD") { configuration.gracePeriod = try positive(value, "--grace-period") }
         if let value = try setting(lease, "PGPUSH_LEASE") { configuration.lease = try positive(value, "--lease") }

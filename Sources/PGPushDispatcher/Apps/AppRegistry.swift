@@ -4,6 +4,7 @@ import NIOCore
 import PGPushAPNs
 import PGPushCore
 import PGPushStore
+import Synchronization
 
 /// One connection pool per app, built on first use from the app's `push.apps` row. A credential that cannot
 /// be used (outside the credentials directory, unreadable, not a key) pauses the app with a reason that names
@@ -18,6 +19,8 @@ public actor AppRegistry {
     private var poolTasks: [String: Task<Void, Never>] = [:]
     private var tokenSources: [String: SharedProviderTokenSource] = [:]
     private var liveWorkers = 1
+    /// The senders, readable without entering the actor: the claim loop asks for throttles before every claim.
+    private nonisolated let published = Mutex<[String: AppSender]>([:])
 
     public init(configuration: WorkerConfiguration, store: QueueStore, logger: Logger) {
         self.configuration = configuration
@@ -62,10 +65,14 @@ public actor AppRegistry {
     public func sender(for appID: String) async -> AppSender? {
         if let sender = senders[appID] { return sender }
         if apps[appID] == nil { try? await reload() }
+        // The reload suspended this actor: a concurrent first use may have built the pool meanwhile, and one
+        // app gets one pool.
+        if let sender = senders[appID] { return sender }
         guard let app = apps[appID] else { return nil }
         do {
             let sender = try makeSender(app)
             senders[appID] = sender
+            publish()
             let pool = sender.pool
             poolTasks[appID] = Task {
                 do {
@@ -83,6 +90,23 @@ public actor AppRegistry {
         }
     }
 
+    /// How fast each app with a sender can send right now: its rate-limit share and its 429/503 backoff.
+    public nonisolated func throttles() -> [String: AppThrottle] {
+        published.withLock { senders in
+            var throttles: [String: AppThrottle] = [:]
+            for (id, sender) in senders {
+                let throttle = AppThrottle(ratePerSecond: sender.rateLimiter?.sharePerSecond, backoffConcurrency: sender.gate.backoffLimit)
+                if throttle.isThrottled { throttles[id] = throttle }
+            }
+            return throttles
+        }
+    }
+
+    private func publish() {
+        let current = senders
+        published.withLock { $0 = current }
+    }
+
     /// Every pool this worker runs, for metrics.
     public func activePools() -> [(appID: String, pool: APNsConnectionPool)] {
         senders.map { ($0.key, $0.value.pool) }
@@ -95,11 +119,13 @@ public actor AppRegistry {
         for task in tasks { await task.value }
         poolTasks = [:]
         senders = [:]
+        publish()
     }
 
     private func retire(_ appID: String) {
         poolTasks.removeValue(forKey: appID)?.cancel()
         senders.removeValue(forKey: appID)
+        publish()
     }
 
     private func makeSender(_ app: AppRecord) throws(PGPushError) -> AppSender {

@@ -3,36 +3,60 @@ import Synchronization
 
 /// How many requests one app may have in flight from this worker, adapting like TCP: it starts small and
 /// doubles per round trip while answers succeed, halves on 429 and 503, and recovers slowly. Senders await
-/// a permit; the waiters are the only queue.
+/// a permit; the waiters are the only queue, and a waiter of a higher job priority is let in first.
 final class ConcurrencyGate: Sendable {
+    private struct Waiter {
+        var priority: Int
+        var continuation: CheckedContinuation<Void, Never>
+    }
+
     private struct State {
         var limiter: AdaptiveConcurrency
         var inFlight = 0
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        /// Highest priority first; first come, first served within a priority.
+        var waiters: [Waiter] = []
+        var backingOff = false
+
+        mutating func enqueue(_ waiter: Waiter) {
+            // Waiters mostly arrive at equal priority, so searching from the end is short.
+            var index = waiters.endIndex
+            while index > waiters.startIndex, waiters[index - 1].priority < waiter.priority { index -= 1 }
+            waiters.insert(waiter, at: index)
+        }
     }
 
     private let state: Mutex<State>
+    let maximum: Int
 
     init(initial: Int = 16, maximum: Int) {
+        self.maximum = max(maximum, initial)
         state = Mutex(State(limiter: AdaptiveConcurrency(initial: initial, minimum: 4, maximum: max(maximum, initial), slowStart: true)))
     }
 
     var limit: Int { state.withLock { $0.limiter.limit } }
 
-    func acquire() async {
+    /// The limit while the app backs off after 429/503 and has not grown back to half its maximum; `nil`
+    /// otherwise. The scheduler claims little of such an app, so it holds no room other apps could use.
+    var backoffLimit: Int? {
+        state.withLock { $0.backingOff ? $0.limiter.limit : nil }
+    }
+
+    func acquire(priority: Int = 0) async {
         let granted = state.withLock { state in
-            guard state.inFlight < state.limiter.limit else { return false }
+            guard state.inFlight < state.limiter.limit, state.waiters.isEmpty || state.waiters[0].priority < priority else {
+                return false
+            }
             state.inFlight += 1
             return true
         }
         if granted { return }
         await withCheckedContinuation { continuation in
             let now = state.withLock { state -> Bool in
-                if state.inFlight < state.limiter.limit {
+                if state.inFlight < state.limiter.limit && state.waiters.isEmpty {
                     state.inFlight += 1
                     return true
                 }
-                state.waiters.append(continuation)
+                state.enqueue(Waiter(priority: priority, continuation: continuation))
                 return false
             }
             if now { continuation.resume() }
@@ -43,12 +67,21 @@ final class ConcurrencyGate: Sendable {
     func release(overloaded: Bool, succeeded: Bool) {
         let wake = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.inFlight -= 1
-            if overloaded { state.limiter.recordOverload() } else if succeeded { state.limiter.recordSuccess() }
-            var woken: [CheckedContinuation<Void, Never>] = []
-            while state.inFlight < state.limiter.limit, !state.waiters.isEmpty {
-                state.inFlight += 1
-                woken.append(state.waiters.removeFirst())
+            if overloaded {
+                state.limiter.recordOverload()
+                state.backingOff = true
+            } else if succeeded {
+                state.limiter.recordSuccess()
+                if state.backingOff && state.limiter.limit * 2 >= maximum { state.backingOff = false }
             }
+            var woken: [CheckedContinuation<Void, Never>] = []
+            var taken = 0
+            while state.inFlight < state.limiter.limit, taken < state.waiters.count {
+                state.inFlight += 1
+                woken.append(state.waiters[taken].continuation)
+                taken += 1
+            }
+            if taken > 0 { state.waiters.removeFirst(taken) }
             return woken
         }
         for continuation in wake { continuation.resume() }

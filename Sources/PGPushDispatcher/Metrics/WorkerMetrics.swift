@@ -18,6 +18,14 @@ public final class WorkerMetrics: Sendable {
     let pausedApps = Gauge(label: "pgpush_paused_apps")
     let valveTrips = Counter(label: "pgpush_bad_device_token_valve_trips_total")
     let providerTokenStorms = Counter(label: "pgpush_provider_token_update_storms_total")
+    /// One group-commit write of many chunks' results.
+    let completionDuration = Metrics.Timer(label: "pgpush_completion_duration_seconds")
+    /// Chunks whose lease this worker lost before it could record them (another worker records them).
+    let leasesLost = Counter(label: "pgpush_leases_lost_total")
+    /// Chunk results waiting to be written (grows while PostgreSQL is unreachable).
+    let unwrittenResults = Gauge(label: "pgpush_unwritten_results")
+    /// Notifications this worker holds: in flight, waiting for their turn, or claimed ahead.
+    let heldNotifications = Gauge(label: "pgpush_held_notifications")
     private let lastPoolCounters = Mutex<(goaways: Int, reconnects: Int)>((0, 0))
 
     public init() {}

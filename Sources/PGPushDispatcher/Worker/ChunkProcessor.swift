@@ -18,9 +18,13 @@ struct ChunkProcessor: Sendable {
     /// Set when a graceful shutdown starts: no new request is started, the rest is given back.
     let stopSending: StopSignal
 
-    func process(_ chunk: ClaimedChunk, job: JobDetails) async throws -> ChunkCompletion {
+    /// Sends the chunk's tokens and returns its completion. `room` is told of every token that leaves the
+    /// worker's hands (answered); the caller frees the rest when this returns. A token is not sent once the
+    /// job's `expires_at` has passed (recorded as expired) or the job was cancelled (dropped).
+    func process(_ chunk: ClaimedChunk, room: RoomReservation, isCancelled: @escaping @Sendable (Int64) -> Bool) async throws -> ChunkCompletion {
+        let job = chunk.job
         var completion = ChunkCompletion(chunk: chunk)
-        let tokens = try await store.tokens(of: chunk, job: job)
+        let tokens = try await store.tokens(of: chunk)
         let now = Date()
 
         if chunk.claims > configuration.maximumClaims {
@@ -32,13 +36,7 @@ struct ChunkProcessor: Sendable {
             logger.warning("poison chunk recorded as failed", metadata: ["job": "\(chunk.jobID)", "chunk": "\(chunk.id)", "claims": "\(chunk.claims)"])
             return completion
         }
-        if let expiresAt = job.expiresAt, expiresAt <= now {
-            completion.outcomes = tokens.map {
-                FinalOutcome(token: $0, status: 0, reason: ChunkCompletion.expiredReason,
-                             apnsID: APNsID.make(jobID: chunk.jobID, token: $0), attempt: chunk.attempt, sentAt: now)
-            }
-            return completion
-        }
+        if isCancelled(chunk.jobID) { return completion }
         guard let sender = await registry.sender(for: chunk.appID), !appHealth.isPaused(chunk.appID) else {
             completion.requeued = [RequeuedTokens(tokens: tokens, attempt: chunk.attempt, notBefore: now, lastReason: chunk.lastReason)]
             return completion
@@ -51,14 +49,23 @@ struct ChunkProcessor: Sendable {
         var tally = Tally()
 
         let answers = ChunkAnswers(capacity: tokens.count)
+        func expired(_ token: String) -> Bool {
+            guard let expiresAt = job.expiresAt, expiresAt <= Date() else { return false }
+            tally.outcomes.append(FinalOutcome(
+                token: token, status: 0, reason: ChunkCompletion.expiredReason,
+                apnsID: APNsID.make(jobID: chunk.jobID, token: token), attempt: chunk.attempt, sentAt: Date()))
+            return true
+        }
         for token in tokens {
+            if isCancelled(chunk.jobID) { break }
             if stopSending.isSet || appHealth.isPaused(chunk.appID) {
                 tally.unsent.append(token)
                 continue
             }
+            if expired(token) { continue }
             // The app's adaptive limit: a misconfigured app gets only a handful of requests out before its
-            // errors pause it, and 429/503 slow every chunk of the app down.
-            await sender.gate.acquire()
+            // errors pause it, and 429/503 slow every chunk of the app down. Higher job priorities go first.
+            await sender.gate.acquire(priority: chunk.priority)
             if stopSending.isSet || appHealth.isPaused(chunk.appID) {
                 sender.gate.release(overloaded: false, succeeded: false)
                 tally.unsent.append(token)
@@ -70,6 +77,16 @@ struct ChunkProcessor: Sendable {
                     tally.unsent.append(token)
                     continue
                 }
+            }
+            // Checked per notification, right before it goes out: a chunk waiting on a rate limit or a slow
+            // APNs can outlive its job's expiry or a cancel.
+            if isCancelled(chunk.jobID) {
+                sender.gate.release(overloaded: false, succeeded: false)
+                break
+            }
+            if expired(token) {
+                sender.gate.release(overloaded: false, succeeded: false)
+                continue
             }
             let request = APNsRequest(
                 deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
@@ -91,6 +108,7 @@ struct ChunkProcessor: Sendable {
                 // A deadline that passed means APNs (or the path to it) is saturated as surely as a 503 does.
                 let overloaded = status == 429 || status == 503 || outcome == .noResponse(.timeout)
                 gate.release(overloaded: overloaded, succeeded: status == 200)
+                room.releaseOne()
                 answers.add(Answer(token: token, apnsID: request.apnsID, outcome: outcome, classification: classification, sentAt: Date()))
             }
         }

@@ -46,6 +46,34 @@ extension Worker {
         }
     }
 
+    /// LISTEN for cancels: a cancelled job's chunks held here stop at their next token. The claim and the
+    /// completion check the job's state too; this makes the stop immediate.
+    func cancelListenLoop() async {
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                try await store.client.withConnection { connection in
+                    try await connection.listen(on: QueueStore.cancelChannel) { notifications in
+                        failures = 0
+                        for try await notification in notifications {
+                            guard let job = Int64(notification.payload) else { continue }
+                            self.cancelledJobs.withLock { cancelled in
+                                // Bounded: a long-lived worker sees many cancels; forgetting old ones only
+                                // means a chunk of theirs stops at the claim or completion instead.
+                                if cancelled.count > 10_000 { cancelled.removeAll(keepingCapacity: true) }
+                                cancelled.insert(job)
+                            }
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                failures += 1
+                try? await Task.sleep(for: Self.backoff(failures))
+            }
+        }
+    }
+
     /// Maintenance (one leader at a time), app reloads, the pruner and metric samples.
     func maintenanceLoop() async {
         while !Task.isCancelled {
@@ -62,6 +90,7 @@ extension Worker {
                     metrics.oldestJobAge.record(backlog.map(\.oldestAgeSeconds).max() ?? 0)
                 }
                 samplePools()
+                metrics.heldNotifications.record(scheduler.withLock { $0.held })
             } catch {
                 logger.warning("maintenance failed", metadata: ["error": "\(String(reflecting: error))"])
             }

@@ -4,8 +4,9 @@ import PGPushCore
 import PGPushStore
 
 extension Worker {
-    /// Claims while there is free capacity and nothing is waiting to be written; sleeps on NOTIFY, a chunk
-    /// finishing, or the poll tick. Returns once shutdown has started and every chunk is written.
+    /// Expands due jobs and claims work sized to the free room, as the ``WorkScheduler`` decides; sleeps on
+    /// NOTIFY, room freeing up, or the poll tick. Returns once shutdown has started and every chunk has
+    /// finished sending.
     func claimLoop() async {
         // Discarding: a plain task group keeps every finished child until it is awaited, so a worker's memory
         // would grow with every chunk it ever sent.
@@ -14,22 +15,21 @@ extension Worker {
             for await _ in events {
                 if stop.isSet { break }
                 writePendingPauses()
-                let (active, pendingWrites) = state.withLock { ($0.activeChunks, $0.pendingWrites) }
-                // Claim nothing while results cannot be written: the buffer of outcomes stays bounded.
-                guard pendingWrites == 0 else { continue }
-                let free = configuration.maximumActiveChunks - active
-                guard free > 0 else { continue }
+                let throttles = registry.throttles()
+                guard let budget = scheduler.withLock({ $0.nextClaim(throttles: throttles) }) else { continue }
                 do {
-                    let claimed = try await claim(limit: free)
+                    let claimed = try await expandAndClaim(budget)
                     databaseFailures = 0
                     readiness.store(true, ordering: .relaxed)
-                    for (chunk, job) in claimed {
-                        state.withLock { $0.activeChunks += 1 }
-                        chunks.addTask { await self.run(chunk, job: job) }
+                    let full = scheduler.withLock {
+                        $0.claimSucceeded(claimed.map { ($0.appID, $0.estimatedTokens) }, budget: budget)
                     }
-                    // A full claim may have left more work: look again as soon as possible.
-                    if claimed.count == free { wake.yield() }
+                    for chunk in claimed {
+                        chunks.addTask { await self.run(chunk) }
+                    }
+                    if full { wake.yield() }
                 } catch {
+                    scheduler.withLock { $0.claimFailed() }
                     databaseFailures += 1
                     readiness.store(false, ordering: .relaxed)
                     logger.warning("claim failed; backing off", metadata: ["error": "\(String(reflecting: error))"])
@@ -37,56 +37,57 @@ extension Worker {
                     wake.yield()
                 }
             }
-            // Leaving the group's scope waits for the chunks still running.
+            scheduler.withLock { $0.startDraining() }
+            // Leaving the group's scope waits for the chunks still sending.
         }
     }
 
-    private func claim(limit: Int) async throws -> [(ClaimedChunk, JobDetails)] {
+    /// Jobs become chunks first, so a new one-token job competes with broadcasts already running. Small jobs
+    /// are expanded in batches, one statement each; a broadcast's expansion is looked for at most every
+    /// ``largeJobExpansionInterval``, or right after one was found.
+    private func expandAndClaim(_ budget: ClaimBudget) async throws -> [ClaimedChunk] {
         let started = ContinuousClock.now
-        // Jobs become chunks first, so a new one-token job competes with broadcasts already running.
-        var expansions = 0
         do {
-            while expansions < 16, let expansion = try await store.expandNextDueJob(chunkSize: configuration.chunkSize) {
-                expansions += 1
-                logger.info("expanded job", metadata: [
-                    "job": "\(expansion.jobID)", "app": "\(expansion.appID)", "tokens": "\(expansion.total)", "chunks": "\(expansion.chunks)",
-                ])
+            var batches = 0
+            while batches < 4 {
+                let expanded = try await store.expandDueSmallJobs(chunkSize: configuration.chunkSize, limit: Self.smallJobBatch)
+                batches += 1
+                if expanded < Self.smallJobBatch { break }
+            }
+            let due = state.withLock { state -> Bool in
+                guard state.largeJobFound || state.lastLargeJobLook.map({ $0.duration(to: started) >= Self.largeJobExpansionInterval }) ?? true
+                else { return false }
+                state.lastLargeJobLook = started
+                return true
+            }
+            if due {
+                let expansion = try await store.expandNextDueJob(chunkSize: configuration.chunkSize)
+                state.withLock { $0.largeJobFound = expansion != nil }
+                if let expansion {
+                    logger.info("expanded job", metadata: [
+                        "job": "\(expansion.jobID)", "app": "\(expansion.appID)", "tokens": "\(expansion.total)", "chunks": "\(expansion.chunks)",
+                    ])
+                }
             }
         } catch {
             // Work already expanded must keep flowing even if expanding a new job fails.
-            logger.error("expanding a job failed", metadata: ["error": "\(String(reflecting: error))"])
+            logger.error("expanding jobs failed", metadata: ["error": "\(String(reflecting: error))"])
         }
-        let chunks = try await store.claimChunks(limit: limit, lease: configuration.lease)
-        guard !chunks.isEmpty else { return [] }
-        metrics.claimDuration.record(duration: ContinuousClock.now - started)
-        state.withLock { if $0.firstClaim == nil { $0.firstClaim = .now } }
-
-        let known = state.withLock { $0.jobs }
-        let missing = Set(chunks.map(\.jobID)).filter { known[$0] == nil }
-        if !missing.isEmpty {
-            let fetched = try await store.jobDetails(Array(missing))
-            state.withLock { state in
-                // A bounded cache: job contents never change, but a long-lived worker sees many jobs.
-                if state.jobs.count > 10_000 { state.jobs.removeAll(keepingCapacity: true) }
-                state.jobs.merge(fetched) { $1 }
-            }
-        }
-        let jobs = state.withLock { $0.jobs }
-        var claimed: [(ClaimedChunk, JobDetails)] = []
-        var orphans: [Int64] = []
-        for chunk in chunks {
-            if let job = jobs[chunk.jobID] { claimed.append((chunk, job)) } else { orphans.append(chunk.id) }
-        }
-        if !orphans.isEmpty { try await store.release(orphans) }
-        return claimed
+        let chunks = try await store.claimChunks(budget, lease: configuration.lease)
+        if !chunks.isEmpty { metrics.claimDuration.record(duration: ContinuousClock.now - started) }
+        return chunks
     }
 
-    /// Sends one chunk and writes its completion, retrying the database until it succeeds.
-    private func run(_ chunk: ClaimedChunk, job: JobDetails) async {
-        defer {
-            state.withLock { $0.activeChunks -= 1 }
-            wake.yield()
+    static let smallJobBatch = 500
+    static let largeJobExpansionInterval: Duration = .milliseconds(100)
+
+    /// Sends one chunk and hands its completion to the result writer. If its tokens cannot be read, it retries;
+    /// on shutdown it gives the chunk back instead, so a claimed chunk is never left locked and forgotten.
+    private func run(_ chunk: ClaimedChunk) async {
+        let room = RoomReservation(tokens: chunk.estimatedTokens) { [self] tokens in
+            if scheduler.withLock({ $0.finished(app: chunk.appID, tokens: tokens) }) { wake.yield() }
         }
+        defer { room.releaseRest() }
         var logger = self.logger
         logger[metadataKey: "job"] = "\(chunk.jobID)"
         logger[metadataKey: "app"] = "\(chunk.appID)"
@@ -94,58 +95,34 @@ extension Worker {
             configuration: configuration, store: store, registry: registry, appHealth: appHealth, metrics: metrics,
             logger: logger, stopSending: stop)
 
-        var completion: ChunkCompletion?
         var failures = 0
-        while completion == nil {
+        while true {
             do {
-                completion = try await processor.process(chunk, job: job)
+                let completion = try await processor.process(chunk, room: room) { [self] job in
+                    cancelledJobs.withLock { $0.contains(job) }
+                }
+                room.releaseRest()
+                hand(completion)
+                return
             } catch {
                 failures += 1
-                logger.warning("reading the chunk failed; retrying", metadata: ["chunk": "\(chunk.id)", "error": "\(String(reflecting: error))"])
+                logger.warning("reading the chunk failed; retrying", metadata: ["chunk": "\(chunk.id)", "error": "\(error)"])
                 if stop.isSet && failures > 3 {
-                    try? await store.release([chunk.id])
+                    if (try? await store.release([chunk.id])) == nil {
+                        logger.warning("could not give the chunk back; it is rescued when its lease runs out", metadata: ["chunk": "\(chunk.id)"])
+                    }
                     return
                 }
                 try? await Task.sleep(for: Self.backoff(failures))
             }
         }
-        guard let completion else { return }
-        await write(completion, logger: logger)
     }
 
-    /// Writes a completion; while the database is down it keeps it (the claim loop stops claiming) and retries
-    /// with backoff, so no outcome is lost.
-    private func write(_ completion: ChunkCompletion, logger: Logger) async {
-        var failures = 0
-        while true {
-            do {
-                try await store.complete(completion)
-                let sent = completion.outcomes.count { $0.status != 0 }
-                state.withLock { state in
-                    state.tokensSent += sent
-                    state.lastWrite = .now
-                    if failures > 0 { state.pendingWrites -= 1 }
-                }
-                if failures > 0 {
-                    readiness.store(true, ordering: .relaxed)
-                    logger.info("database is back; results written", metadata: ["chunk": "\(completion.chunk.id)"])
-                }
-                return
-            } catch let error as LeaseLost {
-                if failures > 0 { state.withLock { $0.pendingWrites -= 1 } }
-                logger.warning("lease lost; another worker records this chunk", metadata: ["chunk": "\(error.chunkID)"])
-                return
-            } catch {
-                failures += 1
-                if failures == 1 {
-                    state.withLock { $0.pendingWrites += 1 }
-                    readiness.store(false, ordering: .relaxed)
-                }
-                logger.warning("writing results failed; keeping them and retrying", metadata: [
-                    "chunk": "\(completion.chunk.id)", "attempt": "\(failures)", "error": "\(String(reflecting: error))",
-                ])
-                try? await Task.sleep(for: Self.backoff(failures))
-            }
+    /// Gives a completion to the scheduler, and starts a write if none is running.
+    private func hand(_ completion: ChunkCompletion) {
+        let records = completion.outcomes.count + completion.requeued.reduce(0) { $0 + $1.tokens.count }
+        if let batch = scheduler.withLock({ $0.completed(completion, tokens: records) }) {
+            startWrite(batch)
         }
     }
 

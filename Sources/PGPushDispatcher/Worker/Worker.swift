@@ -6,11 +6,14 @@ import PostgresNIO
 import ServiceLifecycle
 import Synchronization
 
-/// `pgpush worker`: claims chunks, fans them out over the app's HTTP/2 pool, and records every token's outcome.
+/// `pgpush worker`: claims work sized in notifications, fans it out over the app's HTTP/2 pool, and records
+/// every token's outcome in group-committed writes.
 ///
 /// Its loops run as one structured task group: the claim loop, the heartbeat (leases and the live-worker
-/// registry), the LISTEN wake-up, and maintenance. On graceful shutdown it stops claiming, lets the chunks in
-/// flight finish their requests, gives back what was not sent, writes every result and leaves the registry.
+/// registry), the LISTEN wake-ups (new jobs, cancels), and maintenance. What to claim, how much and when to
+/// write is decided by the pure ``WorkScheduler``; the loops carry it out. On graceful shutdown it stops
+/// claiming, lets the chunks in flight finish their requests, gives back what was not sent, writes every
+/// result within the grace period and leaves the registry.
 public final class Worker: Service, Sendable {
     public let configuration: WorkerConfiguration
     let store: QueueStore
@@ -23,14 +26,18 @@ public final class Worker: Service, Sendable {
     let events: AsyncStream<Void>
     let wake: AsyncStream<Void>.Continuation
     let readiness = Atomic<Bool>(false)
+    let scheduler: Mutex<WorkScheduler<ChunkCompletion>>
+    /// Jobs cancelled while this worker may hold their chunks (from NOTIFY): their tokens stop going out.
+    let cancelledJobs = Mutex<Set<Int64>>([])
+    /// Set once the shutdown's grace period is over: a failing write stops retrying.
+    let writesAbandoned = Atomic<Bool>(false)
+    let shutdownStarted = Mutex<ContinuousClock.Instant?>(nil)
 
     struct LoopState {
-        var activeChunks = 0
-        var pendingWrites = 0
-        var jobs: [Int64: JobDetails] = [:]
         var tokensSent = 0
-        var firstClaim: ContinuousClock.Instant?
         var lastWrite: ContinuousClock.Instant?
+        var largeJobFound = false
+        var lastLargeJobLook: ContinuousClock.Instant?
     }
 
     public init(configuration: WorkerConfiguration, client: PostgresClient, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger) {
@@ -42,6 +49,7 @@ public final class Worker: Service, Sendable {
         self.appHealth = AppHealth(threshold: configuration.pauseAfterConfigurationErrors)
         self.metrics = metrics
         self.logger = logger
+        self.scheduler = Mutex(WorkScheduler(configuration: .init(capacity: configuration.capacity)))
         (self.events, self.wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -57,9 +65,12 @@ public final class Worker: Service, Sendable {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.heartbeatLoop() }
                 group.addTask { await self.listenLoop() }
+                group.addTask { await self.cancelListenLoop() }
                 group.addTask { await self.maintenanceLoop() }
                 group.addTask { await self.ticker() }
                 await self.claimLoop()
+                let started = self.shutdownStarted.withLock { $0 } ?? .now
+                await self.flushResults(until: started + self.configuration.gracePeriod)
                 group.cancelAll()
             }
             await registry.shutdown()
@@ -70,6 +81,7 @@ public final class Worker: Service, Sendable {
             ])
         } onGracefulShutdown: {
             self.logger.info("graceful shutdown: no new claims; draining in-flight requests")
+            self.shutdownStarted.withLock { $0 = $0 ?? .now }
             self.stop.set()
             self.wake.yield()
         }

@@ -9,9 +9,11 @@ public struct WorkerConfiguration: Sendable {
     /// Devices per chunk when a job is expanded. Smaller chunks spread a broadcast over more workers and bound
     /// the duplicates after a crash; larger ones cost fewer statements per token.
     public var chunkSize: Int = 1000
-    /// Chunks held at once (sending plus prefetched). Claims never exceed this, so a worker only takes what it
-    /// can send.
-    public var maximumActiveChunks: Int = 4
+    /// Notifications held at once: in flight, waiting for their turn, or claimed ahead. Claims are sized to the
+    /// free room, so a worker only takes what it can send, and a thousand one-token jobs cost what one
+    /// 1,000-token chunk does. `nil` derives it from the connections: twice what they can carry at APNs'
+    /// usual stream limit, so the streams stay full while the next claim is on its way.
+    public var maximumInFlight: Int?
     /// How long a claim is valid without a heartbeat. A crashed worker's chunks are rescued after this.
     public var lease: Duration = .seconds(30)
     /// How often leases and the registry heartbeat are renewed.
@@ -49,6 +51,14 @@ public struct WorkerConfiguration: Sendable {
     public var databaseConnections: Int = 6
 
     public init() {}
+
+    /// The streams APNs usually allows per connection once a connection is established.
+    public static let typicalStreamsPerConnection = 1000
+
+    /// ``maximumInFlight``, or the default derived from ``connectionsPerApp``.
+    public var capacity: Int {
+        maximumInFlight ?? 2 * max(1, connectionsPerApp) * Self.typicalStreamsPerConnection
+    }
 
     public static func defaultWorkerID() -> String {
         let host = ProcessInfo.processInfo.hostName

@@ -23,9 +23,34 @@ public struct ClaimedChunk: Sendable, Hashable {
     public var lastReason: String?
     /// How often the chunk has been claimed, this claim included; rescues after expired leases count.
     public var claims: Int
+    /// Its size in notifications as counted at expansion (a range chunk's audience may have changed since).
+    public var estimatedTokens: Int
+    /// The job it belongs to, read by the claim itself.
+    public var job: JobDetails
+
+    public init(
+        id: Int64, jobID: Int64, appID: String, priority: Int, seq: Int, kind: Kind, loToken: String? = nil,
+        hiToken: String? = nil, tokens: [String], attempt: Int = 1, lastReason: String? = nil, claims: Int = 1,
+        estimatedTokens: Int, job: JobDetails
+    ) {
+        self.id = id
+        self.jobID = jobID
+        self.appID = appID
+        self.priority = priority
+        self.seq = seq
+        self.kind = kind
+        self.loToken = loToken
+        self.hiToken = hiToken
+        self.tokens = tokens
+        self.attempt = attempt
+        self.lastReason = lastReason
+        self.claims = claims
+        self.estimatedTokens = estimatedTokens
+        self.job = job
+    }
 }
 
-/// What a worker needs to know about a job to send it. Cached per worker: a job's content never changes.
+/// What a worker needs to know about a job to send it; the claim returns it with each chunk.
 public struct JobDetails: Sendable, Hashable {
     public var id: Int64
     public var appID: String
@@ -37,6 +62,21 @@ public struct JobDetails: Sendable, Hashable {
     public var collapseID: String?
     public var userIDs: [String]?
     public var tags: [String]?
+
+    public init(
+        id: Int64, appID: String, payload: [UInt8], pushType: String = "alert", apnsPriority: Int = 10,
+        expiresAt: Date? = nil, collapseID: String? = nil, userIDs: [String]? = nil, tags: [String]? = nil
+    ) {
+        self.id = id
+        self.appID = appID
+        self.payload = payload
+        self.pushType = pushType
+        self.apnsPriority = apnsPriority
+        self.expiresAt = expiresAt
+        self.collapseID = collapseID
+        self.userIDs = userIDs
+        self.tags = tags
+    }
 }
 
 /// One app's row: where its credential lives, never the credential itself.

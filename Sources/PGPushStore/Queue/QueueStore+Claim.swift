@@ -1,50 +1,96 @@
 import Foundation
 import PostgresNIO
 
+/// How much one claim may take: the worker's free room in notifications, and a cap per app for apps that
+/// cannot send quickly (rate-limited, or backing off after 429/503).
+public struct ClaimBudget: Sendable, Hashable {
+    /// Notifications the worker has room for. The claim takes chunks in order until their estimated tokens
+    /// reach it; the last chunk may overshoot, so even a full-size chunk fits into a small room.
+    public var room: Int
+    /// At most this many chunks in one claim (one-token jobs make one chunk per notification).
+    public var maximumChunks: Int
+    /// Apps whose tokens are capped in this claim, with the tokens each may still take. An app with 0 is not
+    /// looked at at all, so its queue never hides other apps' work.
+    public var appAllowances: [String: Int]
+
+    public init(room: Int, maximumChunks: Int, appAllowances: [String: Int] = [:]) {
+        self.room = room
+        self.maximumChunks = maximumChunks
+        self.appAllowances = appAllowances
+    }
+}
+
 extension QueueStore {
-    /// Claims up to `limit` chunks in one statement. Order: higher job priority first, then the chunk's number
-    /// within its job, so a one-token job is never stuck behind a large broadcast and equal-priority broadcasts
-    /// share the fleet. A chunk whose lease expired (its worker died) is claimed again like a ready one.
-    /// Chunks of paused apps stay put.
-    public func claimChunks(limit: Int, lease: Duration) async throws -> [ClaimedChunk] {
-        guard limit > 0 else { return [] }
-        let leaseSeconds = Double(lease.components.seconds) + Double(lease.components.attoseconds) / 1e18
+    /// Claims chunks in one statement, sized in notifications by `budget`, and returns each with its job.
+    ///
+    /// Order: higher job priority first, then the chunk's number within its job (chunk 0 of every job before
+    /// chunk 1 of any, so a one-token job is never stuck behind a large broadcast and equal-priority broadcasts
+    /// share the fleet), then age. A chunk whose lease expired (its worker process died) is claimed again like
+    /// a ready one. Chunks of paused apps and of jobs that ended (cancelled) stay put; maintenance drops the
+    /// latter.
+    public func claimChunks(_ budget: ClaimBudget, lease: Duration) async throws -> [ClaimedChunk] {
+        guard budget.room > 0, budget.maximumChunks > 0 else { return [] }
+        let blocked = budget.appAllowances.filter { $0.value <= 0 }.map(\.key)
+        let capped = budget.appAllowances.filter { $0.value > 0 }
+        let cappedApps = Array(capped.keys)
+        let cappedTokens = cappedApps.map { Int64(capped[$0]!) }
         let rows = try await run("""
             WITH candidates AS (
-                SELECT c.id
+                SELECT c.id, c.app_id, c.priority, c.seq, c.estimated_tokens
                   FROM push.chunks c
                  WHERE ((c.locked_by IS NULL AND c.next_attempt_at <= now())
-                        -- A rescue: the holder stopped renewing its lease. Never our own chunk, which may just
-                        -- have a late heartbeat while its requests are still in flight.
-                        OR (c.locked_until < now() AND c.locked_by <> \(workerID)))
+                        -- A rescue: the holding process stopped renewing its lease. Never this process's own
+                        -- chunk, which may just have a late heartbeat while its requests are in flight.
+                        OR (c.locked_until < now() AND c.locked_by <> \(leaseOwner)))
+                   AND c.app_id <> ALL (\(blocked)::text[])
                    AND NOT EXISTS (SELECT 1 FROM push.apps a WHERE a.id = c.app_id AND a.paused_reason IS NOT NULL)
+                   AND EXISTS (SELECT 1 FROM push.jobs j WHERE j.id = c.job_id AND j.state IN ('queued', 'running'))
                  ORDER BY c.priority DESC, c.seq, c.id
-                 LIMIT \(limit)
-                   FOR NO KEY UPDATE SKIP LOCKED
+                 LIMIT \(budget.maximumChunks)
+                   FOR NO KEY UPDATE OF c SKIP LOCKED
+            ), per_app AS (
+                SELECT k.*, allowed.tokens AS allowance,
+                       sum(k.estimated_tokens) OVER (PARTITION BY k.app_id ORDER BY k.priority DESC, k.seq, k.id)
+                         - k.estimated_tokens AS app_before
+                  FROM candidates k
+                  LEFT JOIN unnest(\(cappedApps)::text[], \(cappedTokens)::int8[]) AS allowed(app_id, tokens)
+                    ON allowed.app_id = k.app_id
+            ), eligible AS (
+                SELECT e.id,
+                       sum(e.estimated_tokens) OVER (ORDER BY e.priority DESC, e.seq, e.id) - e.estimated_tokens AS before
+                  FROM per_app e
+                 WHERE e.allowance IS NULL OR e.app_before < e.allowance
             )
             UPDATE push.chunks c
-               SET locked_by = \(workerID),
-                   locked_until = now() + make_interval(secs => \(leaseSeconds)),
+               SET locked_by = \(leaseOwner),
+                   locked_until = now() + make_interval(secs => \(lease.secondsValue)),
                    claims = c.claims + 1
-              FROM candidates
-             WHERE c.id = candidates.id
+              FROM eligible, push.jobs j
+             WHERE c.id = eligible.id AND eligible.before < \(budget.room) AND j.id = c.job_id
             RETURNING c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token,
-                      coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims
+                      coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims, c.estimated_tokens,
+                      j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags
             """)
         // UPDATE … RETURNING does not keep the candidates' order; restore it so urgent chunks start first.
         return try rows.map { row in
-            let (id, jobID, appID, priority, seq, kind, lo, hi, tokens, attempt, lastReason, claims) = try row.decode(
-                (Int64, Int64, String, Int, Int, String, String?, String?, [String], Int, String?, Int).self)
+            let (id, jobID, appID, priority, seq, kind, lo, hi, tokens, attempt, lastReason, claims, estimated,
+                 payload, pushType, apnsPriority, expiresAt, collapseID, userIDs, tags) = try row.decode(
+                (Int64, Int64, String, Int, Int, String, String?, String?, [String], Int, String?, Int, Int,
+                 String, String, Int, Date?, String?, [String]?, [String]?).self)
+            let job = JobDetails(
+                id: jobID, appID: appID, payload: Array(payload.utf8), pushType: pushType, apnsPriority: apnsPriority,
+                expiresAt: expiresAt, collapseID: collapseID, userIDs: userIDs, tags: tags)
             return ClaimedChunk(
                 id: id, jobID: jobID, appID: appID, priority: priority, seq: seq,
                 kind: ClaimedChunk.Kind(rawValue: kind) ?? .tokens, loToken: lo, hiToken: hi, tokens: tokens,
-                attempt: attempt, lastReason: lastReason, claims: claims)
+                attempt: attempt, lastReason: lastReason, claims: claims, estimatedTokens: estimated, job: job)
         }.sorted { ($1.priority, $0.seq, $0.id) < ($0.priority, $1.seq, $1.id) }
     }
 
     /// The tokens of a 'range' chunk: the job's audience within the chunk's key range, read at send time.
-    public func tokens(of chunk: ClaimedChunk, job: JobDetails) async throws -> [String] {
+    public func tokens(of chunk: ClaimedChunk) async throws -> [String] {
         if chunk.kind == .tokens { return chunk.tokens }
+        let job = chunk.job
         let rows = try await run("""
             SELECT d.token FROM push.devices d
              WHERE d.app_id = \(chunk.appID)
@@ -57,25 +103,7 @@ extension QueueStore {
         return try rows.map { try $0.decode(String.self) }
     }
 
-    /// The sending details of jobs, by id.
-    public func jobDetails(_ ids: [Int64]) async throws -> [Int64: JobDetails] {
-        guard !ids.isEmpty else { return [:] }
-        let rows = try await run("""
-            SELECT id, app_id, payload::text, push_type, apns_priority::int, expires_at, collapse_id, user_ids, tags
-              FROM push.jobs WHERE id = ANY (\(ids))
-            """)
-        var details: [Int64: JobDetails] = [:]
-        for row in rows {
-            let (id, appID, payload, pushType, priority, expiresAt, collapseID, userIDs, tags) = try row.decode(
-                (Int64, String, String, String, Int, Date?, String?, [String]?, [String]?).self)
-            details[id] = JobDetails(
-                id: id, appID: appID, payload: Array(payload.utf8), pushType: pushType, apnsPriority: priority,
-                expiresAt: expiresAt, collapseID: collapseID, userIDs: userIDs, tags: tags)
-        }
-        return details
-    }
-
-    /// The states of jobs, by id (a cancelled job's chunks in flight stop being retried).
+    /// The states of jobs, by id.
     public func jobStates(_ ids: [Int64]) async throws -> [Int64: String] {
         guard !ids.isEmpty else { return [:] }
         let rows = try await run("SELECT id, state FROM push.jobs WHERE id = ANY (\(ids))")
@@ -87,21 +115,19 @@ extension QueueStore {
         return states
     }
 
-    /// Extends the lease of every chunk this worker holds, and refreshes its registry heartbeat.
+    /// Extends the lease of every chunk this process holds, and refreshes its registry heartbeat.
     /// Returns the number of live workers (for rate-limit shares).
     public func heartbeat(lease: Duration, liveWindow: Duration) async throws -> Int {
-        let leaseSeconds = Double(lease.components.seconds)
-        let liveSeconds = Double(liveWindow.components.seconds)
         let rows = try await run("""
             WITH extended AS (
-                UPDATE push.chunks SET locked_until = now() + make_interval(secs => \(leaseSeconds))
-                 WHERE locked_by = \(workerID)
+                UPDATE push.chunks SET locked_until = now() + make_interval(secs => \(lease.secondsValue))
+                 WHERE locked_by = \(leaseOwner)
                 RETURNING 1
             ), beat AS (
                 UPDATE push.workers SET heartbeat_at = now() WHERE id = \(workerID) RETURNING 1
             )
             SELECT count(*)::int8 FROM push.workers
-             WHERE heartbeat_at > now() - make_interval(secs => \(liveSeconds)) OR id = \(workerID)
+             WHERE heartbeat_at > now() - make_interval(secs => \(liveWindow.secondsValue)) OR id = \(workerID)
             """)
         return Int(try rows.first?.decode(Int64.self) ?? 1)
     }
@@ -111,7 +137,14 @@ extension QueueStore {
         guard !chunkIDs.isEmpty else { return }
         try await run("""
             UPDATE push.chunks SET locked_by = NULL, locked_until = NULL, claims = greatest(claims - 1, 0)
-             WHERE id = ANY (\(chunkIDs)) AND locked_by = \(workerID)
+             WHERE id = ANY (\(chunkIDs)) AND locked_by = \(leaseOwner)
             """)
+    }
+}
+
+extension Duration {
+    /// Whole and fractional seconds, for `make_interval(secs => …)`.
+    var secondsValue: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

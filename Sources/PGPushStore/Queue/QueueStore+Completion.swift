@@ -1,85 +1,249 @@
 import Foundation
 import PostgresNIO
 
-extension QueueStore {
-    /// Records a chunk's outcomes and deletes it, in one transaction:
-    /// - the chunk is deleted only if this worker still holds it (`locked_by`), so a worker that lost its lease
-    ///   cannot complete a chunk twice; otherwise nothing is written and ``LeaseLost`` is thrown;
-    /// - final outcomes are appended to `push.deliveries` in bulk (unnest arrays, no per-token statements);
-    /// - transient failures and unsent tokens go back as new 'tokens' chunks (not for a cancelled job);
-    /// - dead tokens are queued for the pruner;
-    /// - the job's counters move, and the job finishes when its last chunk is gone.
-    ///
-    /// The job row lock serialises the "last chunk?" check between workers, and makes a concurrent
-    /// `push.cancel` (which locks the job first, then deletes the unclaimed chunks) see the retry chunks
-    /// inserted here, or makes this completion see the cancellation and insert none.
-    public func complete(_ completion: ChunkCompletion) async throws {
-        let chunk = completion.chunk
-        try await transaction { connection in
-            let guarded = try await self.run("""
-                DELETE FROM push.chunks WHERE id = \(chunk.id) AND locked_by = \(self.workerID) RETURNING id
-                """, on: connection)
-            guard !guarded.isEmpty else { throw LeaseLost(chunkID: chunk.id) }
+/// What writing a batch of completions did.
+public struct CompletionReport: Sendable, Hashable {
+    /// Chunks whose lease this process had lost: another process records them, so nothing of theirs was written.
+    public var leaseLost: [Int64] = []
+    /// Jobs that finished in this write.
+    public var jobsFinished = 0
+}
 
-            let outcomes = completion.outcomes
-            if !outcomes.isEmpty {
-                try await self.run("""
+extension QueueStore {
+    /// Records the completions of many chunks, of many jobs, in one transaction (group commit):
+    /// - a chunk is deleted only if this process still holds it (`locked_by`), so a process that lost its lease
+    ///   cannot record a chunk twice; a lost chunk's outcomes are dropped in the same statement;
+    /// - final outcomes are appended to `push.deliveries` in bulk (unnest arrays, no per-token statements);
+    /// - transient failures and unsent tokens go back as new 'tokens' chunks (not for an ended job);
+    /// - dead tokens are queued for the pruner;
+    /// - each job's counters move once, and a job finishes when its last chunk is gone.
+    ///
+    /// The job rows are locked in id order before anything reads them, which serialises the "last chunk?"
+    /// check between processes without deadlocks, and makes a concurrent `push.cancel` (which locks the job
+    /// first, then deletes the unclaimed chunks) see the retry chunks inserted here, or makes this write see
+    /// the cancellation and insert none.
+    public func complete(_ completions: [ChunkCompletion]) async throws -> CompletionReport {
+        guard !completions.isEmpty else { return CompletionReport() }
+        let batch = CompletionBatch(completions)
+        return try await transaction { connection in
+            var report = CompletionReport()
+            let keptRows = try await self.run("""
+                WITH kept AS (
+                    DELETE FROM push.chunks WHERE id = ANY (\(batch.chunkIDs)) AND locked_by = \(self.leaseOwner) RETURNING id
+                ), recorded AS (
                     INSERT INTO push.deliveries (job_id, app_id, token, status, reason, apns_id, attempt, sent_at)
-                    SELECT \(chunk.jobID), \(chunk.appID), o.token, o.status, nullif(o.reason, ''), o.apns_id, o.attempt, o.sent_at
-                      FROM unnest(\(outcomes.map(\.token))::text[], \(outcomes.map { Int16(clamping: $0.status) })::int2[],
-                                  \(outcomes.map { $0.reason ?? "" })::text[], \(outcomes.map(\.apnsID))::uuid[],
-                                  \(outcomes.map { Int16(clamping: $0.attempt) })::int2[], \(outcomes.map(\.sentAt))::timestamptz[])
-                           AS o(token, status, reason, apns_id, attempt, sent_at)
-                    """, on: connection)
+                    SELECT o.job_id, o.app_id, o.token, o.status, nullif(o.reason, ''), o.apns_id, o.attempt, o.sent_at
+                      FROM unnest(\(batch.outcomeChunk)::int8[], \(batch.outcomeJob)::int8[], \(batch.outcomeApp)::text[],
+                                  \(batch.outcomeToken)::text[], \(batch.outcomeStatus)::int2[], \(batch.outcomeReason)::text[],
+                                  \(batch.outcomeAPNsID)::uuid[], \(batch.outcomeAttempt)::int2[], \(batch.outcomeSentAt)::timestamptz[])
+                           AS o(chunk_id, job_id, app_id, token, status, reason, apns_id, attempt, sent_at)
+                      JOIN kept ON kept.id = o.chunk_id
+                )
+                SELECT id FROM kept
+                """, on: connection)
+            let kept = Set(try keptRows.map { try $0.decode(Int64.self) })
+            report.leaseLost = batch.chunkIDs.filter { !kept.contains($0) }
+            let written = completions.filter { kept.contains($0.chunk.id) }
+            guard !written.isEmpty else { return report }
+
+            let jobIDs = Array(Set(written.map(\.chunk.jobID))).sorted()
+            let stateRows = try await self.run(
+                "SELECT id, state FROM push.jobs WHERE id = ANY (\(jobIDs)) ORDER BY id FOR UPDATE", on: connection)
+            var activeJobs = Set<Int64>()
+            for row in stateRows {
+                let (id, state) = try row.decode((Int64, String).self)
+                if state == "running" || state == "queued" { activeJobs.insert(id) }
             }
 
-            let state = try await self.run("SELECT state FROM push.jobs WHERE id = \(chunk.jobID) FOR UPDATE", on: connection)
-                .first?.decode(String.self)
-            let jobActive = state == "running" || state == "queued"
-
-            for batch in completion.requeued where jobActive && !batch.tokens.isEmpty {
+            let requeue = RequeueBatch(written.filter { activeJobs.contains($0.chunk.jobID) })
+            if !requeue.tokens.isEmpty {
                 try await self.run("""
                     INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, attempt, last_reason,
                                              estimated_tokens, next_attempt_at)
-                    VALUES (\(chunk.jobID), \(chunk.appID), \(chunk.priority), \(chunk.seq), 'tokens', \(batch.tokens),
-                            \(batch.attempt), \(batch.lastReason), \(batch.tokens.count), \(batch.notBefore))
+                    SELECT g.job_id, g.app_id, g.priority, g.seq, 'tokens', array_agg(t.token ORDER BY t.ord), g.attempt,
+                           nullif(g.reason, ''), count(*)::int, g.not_before
+                      FROM unnest(\(requeue.groupOfToken)::int8[], \(requeue.tokens)::text[]) WITH ORDINALITY AS t(grp, token, ord)
+                      JOIN unnest(\(requeue.job)::int8[], \(requeue.app)::text[], \(requeue.priority)::int4[], \(requeue.seq)::int4[],
+                                  \(requeue.attempt)::int4[], \(requeue.reason)::text[], \(requeue.notBefore)::timestamptz[])
+                           WITH ORDINALITY AS g(job_id, app_id, priority, seq, attempt, reason, not_before, grp)
+                        ON g.grp = t.grp
+                     GROUP BY g.grp, g.job_id, g.app_id, g.priority, g.seq, g.attempt, g.reason, g.not_before
                     """, on: connection)
             }
 
-            let candidates = completion.pruneCandidates
-            if !candidates.isEmpty {
+            let prune = PruneBatch(written)
+            if !prune.tokens.isEmpty {
                 try await self.run("""
                     INSERT INTO push.prune_candidates (app_id, token, job_id, status, reason, apns_timestamp)
-                    SELECT \(chunk.appID), c.token, \(chunk.jobID), c.status, c.reason,
+                    SELECT c.app_id, c.token, c.job_id, c.status, c.reason,
                            CASE WHEN c.ts_ms >= 0 THEN to_timestamp(c.ts_ms / 1000.0) END
-                      FROM unnest(\(candidates.map(\.token))::text[], \(candidates.map { Int16(clamping: $0.status) })::int2[],
-                                  \(candidates.map(\.reason))::text[],
-                                  \(candidates.map { $0.apnsTimestamp.map { Int64($0.timeIntervalSince1970 * 1000) } ?? -1 })::int8[])
-                           AS c(token, status, reason, ts_ms)
+                      FROM unnest(\(prune.app)::text[], \(prune.tokens)::text[], \(prune.job)::int8[], \(prune.status)::int2[],
+                                  \(prune.reason)::text[], \(prune.timestampMilliseconds)::int8[])
+                           AS c(app_id, token, job_id, status, reason, ts_ms)
                     """, on: connection)
             }
 
-            let delivered = outcomes.count { $0.status == 200 }
-            let expired = outcomes.count { $0.status == 0 && $0.reason == ChunkCompletion.expiredReason }
-            let failed = outcomes.count - delivered - expired
-            let firstSent = outcomes.lazy.filter { $0.status != 0 }.map(\.sentAt).min()
-            try await self.run("""
-                UPDATE push.jobs
-                   SET delivered = delivered + \(delivered), failed = failed + \(failed), expired = expired + \(expired),
-                       answered = answered + \(completion.answered),
-                       bad_device_tokens = bad_device_tokens + \(completion.badDeviceTokens),
-                       first_sent_at = least(first_sent_at, \(firstSent)::timestamptz)
-                 WHERE id = \(chunk.jobID)
+            // One update per job and write: counters, and the finish once no chunk is left. The job rows are
+            // locked above, so of two processes finishing a job's last two chunks, the second sees both gone.
+            let tally = JobTally(written)
+            let finished = try await self.run("""
+                UPDATE push.jobs j
+                   SET delivered = j.delivered + d.delivered, failed = j.failed + d.failed, expired = j.expired + d.expired,
+                       answered = j.answered + d.answered, bad_device_tokens = j.bad_device_tokens + d.bad,
+                       first_sent_at = least(j.first_sent_at, nullif(d.first_sent, 'epoch'::timestamptz)),
+                       state = CASE WHEN j.state = 'running' AND NOT EXISTS (SELECT 1 FROM push.chunks c WHERE c.job_id = j.id)
+                                    THEN CASE WHEN j.delivered + d.delivered = 0 AND j.failed + d.failed + j.expired + d.expired > 0
+                                              THEN 'failed' ELSE 'done' END
+                                    ELSE j.state END,
+                       finished_at = CASE WHEN j.state = 'running' AND NOT EXISTS (SELECT 1 FROM push.chunks c WHERE c.job_id = j.id)
+                                          THEN now() ELSE j.finished_at END
+                  FROM unnest(\(tally.job)::int8[], \(tally.delivered)::int8[], \(tally.failed)::int8[], \(tally.expired)::int8[],
+                              \(tally.answered)::int8[], \(tally.bad)::int8[], \(tally.firstSent)::timestamptz[])
+                       AS d(job_id, delivered, failed, expired, answered, bad, first_sent)
+                 WHERE j.id = d.job_id
+                RETURNING j.state IN ('done', 'failed') AND j.finished_at = now()
                 """, on: connection)
-            // The job row is locked above, so of two workers finishing a job's last two chunks, the second one
-            // to get here sees both chunks gone.
-            try await self.run("""
-                UPDATE push.jobs
-                   SET state = CASE WHEN delivered = 0 AND failed + expired > 0 THEN 'failed' ELSE 'done' END,
-                       finished_at = now()
-                 WHERE id = \(chunk.jobID) AND state = 'running'
-                   AND NOT EXISTS (SELECT 1 FROM push.chunks WHERE job_id = \(chunk.jobID))
-                """, on: connection)
+            report.jobsFinished = try finished.count { try $0.decode(Bool.self) }
+            return report
+        }
+    }
+
+    /// Records one chunk's completion; throws ``LeaseLost`` when this process no longer holds it.
+    public func complete(_ completion: ChunkCompletion) async throws {
+        let report = try await complete([completion])
+        if let lost = report.leaseLost.first { throw LeaseLost(chunkID: lost) }
+    }
+}
+
+/// A batch's outcomes as the parallel arrays `unnest` takes.
+private struct CompletionBatch {
+    var chunkIDs: [Int64] = []
+    var outcomeChunk: [Int64] = []
+    var outcomeJob: [Int64] = []
+    var outcomeApp: [String] = []
+    var outcomeToken: [String] = []
+    var outcomeStatus: [Int16] = []
+    var outcomeReason: [String] = []
+    var outcomeAPNsID: [UUID] = []
+    var outcomeAttempt: [Int16] = []
+    var outcomeSentAt: [Date] = []
+
+    init(_ completions: [ChunkCompletion]) {
+        let count = completions.reduce(0) { $0 + $1.outcomes.count }
+        outcomeToken.reserveCapacity(count)
+        for completion in completions {
+            chunkIDs.append(completion.chunk.id)
+            for outcome in completion.outcomes {
+                outcomeChunk.append(completion.chunk.id)
+                outcomeJob.append(completion.chunk.jobID)
+                outcomeApp.append(completion.chunk.appID)
+                outcomeToken.append(outcome.token)
+                outcomeStatus.append(Int16(clamping: outcome.status))
+                outcomeReason.append(outcome.reason ?? "")
+                outcomeAPNsID.append(outcome.apnsID)
+                outcomeAttempt.append(Int16(clamping: outcome.attempt))
+                outcomeSentAt.append(outcome.sentAt)
+            }
+        }
+    }
+}
+
+/// Requeued token lists flattened: one row per group (a new chunk) and one per token, tied by group number
+/// (1-based, as `WITH ORDINALITY` counts).
+private struct RequeueBatch {
+    var groupOfToken: [Int64] = []
+    var tokens: [String] = []
+    var job: [Int64] = []
+    var app: [String] = []
+    var priority: [Int32] = []
+    var seq: [Int32] = []
+    var attempt: [Int32] = []
+    var reason: [String] = []
+    var notBefore: [Date] = []
+
+    init(_ completions: [ChunkCompletion]) {
+        for completion in completions {
+            let chunk = completion.chunk
+            for batch in completion.requeued where !batch.tokens.isEmpty {
+                job.append(chunk.jobID)
+                app.append(chunk.appID)
+                priority.append(Int32(clamping: chunk.priority))
+                seq.append(Int32(clamping: chunk.seq))
+                attempt.append(Int32(clamping: batch.attempt))
+                reason.append(batch.lastReason ?? "")
+                notBefore.append(batch.notBefore)
+                let group = Int64(job.count)
+                for token in batch.tokens {
+                    groupOfToken.append(group)
+                    tokens.append(token)
+                }
+            }
+        }
+    }
+}
+
+private struct PruneBatch {
+    var app: [String] = []
+    var tokens: [String] = []
+    var job: [Int64] = []
+    var status: [Int16] = []
+    var reason: [String] = []
+    var timestampMilliseconds: [Int64] = []
+
+    init(_ completions: [ChunkCompletion]) {
+        for completion in completions {
+            for candidate in completion.pruneCandidates {
+                app.append(completion.chunk.appID)
+                tokens.append(candidate.token)
+                job.append(completion.chunk.jobID)
+                status.append(Int16(clamping: candidate.status))
+                reason.append(candidate.reason)
+                timestampMilliseconds.append(candidate.apnsTimestamp.map { Int64($0.timeIntervalSince1970 * 1000) } ?? -1)
+            }
+        }
+    }
+}
+
+/// Each job's counter deltas in one write. Nothing sent is the epoch, which the statement turns into NULL
+/// (array elements cannot be NULL when bound); `least` ignores NULLs.
+private struct JobTally {
+    var job: [Int64] = []
+    var delivered: [Int64] = []
+    var failed: [Int64] = []
+    var expired: [Int64] = []
+    var answered: [Int64] = []
+    var bad: [Int64] = []
+    var firstSent: [Date] = []
+    static let nothingSent = Date(timeIntervalSince1970: 0)
+
+    init(_ completions: [ChunkCompletion]) {
+        var index: [Int64: Int] = [:]
+        for completion in completions {
+            let id = completion.chunk.jobID
+            let slot: Int
+            if let existing = index[id] {
+                slot = existing
+            } else {
+                slot = job.count
+                index[id] = slot
+                job.append(id)
+                delivered.append(0); failed.append(0); expired.append(0); answered.append(0); bad.append(0)
+                firstSent.append(Self.nothingSent)
+            }
+            for outcome in completion.outcomes {
+                if outcome.status == 200 {
+                    delivered[slot] += 1
+                } else if outcome.status == 0 && outcome.reason == ChunkCompletion.expiredReason {
+                    expired[slot] += 1
+                } else {
+                    failed[slot] += 1
+                }
+                if outcome.status != 0 {
+                    firstSent[slot] = firstSent[slot] == Self.nothingSent ? outcome.sentAt : min(firstSent[slot], outcome.sentAt)
+                }
+            }
+            answered[slot] += Int64(completion.answered)
+            bad[slot] += Int64(completion.badDeviceTokens)
         }
     }
 }

@@ -10,6 +10,57 @@ extension QueueStore {
         public var chunks: Int
     }
 
+    /// Expands up to `limit` due small jobs in one statement: explicit token lists and user audiences of at
+    /// most `chunkSize` entries, the shape of transactional traffic ("your order shipped"). Their audience is
+    /// read once, here, into 'tokens' chunks, so sending them needs no further read. Returns how many jobs
+    /// were expanded; broadcasts are left to ``expandNextDueJob(chunkSize:)``.
+    public func expandDueSmallJobs(chunkSize: Int, limit: Int) async throws -> Int {
+        let size = max(1, chunkSize)
+        let rows = try await run("""
+            WITH due AS (
+                SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids
+                  FROM push.jobs j
+                 WHERE j.state = 'queued' AND j.send_at <= now()
+                   AND (cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size))
+                   AND NOT EXISTS (SELECT 1 FROM push.apps a WHERE a.id = j.app_id AND a.paused_reason IS NOT NULL)
+                 ORDER BY j.priority DESC, j.send_at, j.id
+                 LIMIT \(limit)
+                   FOR UPDATE OF j SKIP LOCKED
+            ), audience AS (
+                SELECT due.id AS job_id, t.token
+                  FROM due CROSS JOIN LATERAL unnest(due.tokens) AS t(token)
+                 WHERE due.tokens IS NOT NULL
+                UNION ALL
+                SELECT due.id, d.token
+                  FROM due JOIN push.devices d ON d.app_id = due.app_id AND d.user_id = ANY (due.user_ids)
+                 WHERE due.user_ids IS NOT NULL
+            ), numbered AS (
+                SELECT job_id, token, ((row_number() OVER (PARTITION BY job_id ORDER BY token) - 1) / \(size))::int AS seq
+                  FROM audience
+            ), inserted AS (
+                INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at)
+                SELECT n.job_id, due.app_id, due.priority, n.seq, 'tokens', array_agg(n.token ORDER BY n.token),
+                       count(*)::int, due.send_at
+                  FROM numbered n JOIN due ON due.id = n.job_id
+                 GROUP BY n.job_id, n.seq, due.app_id, due.priority, due.send_at
+                RETURNING job_id, estimated_tokens
+            ), totals AS (
+                SELECT job_id, sum(estimated_tokens)::int8 AS total FROM inserted GROUP BY job_id
+            ), started AS (
+                -- An empty audience (a user without devices) has nothing to send: the job is done at once.
+                UPDATE push.jobs j
+                   SET state = CASE WHEN coalesce(t.total, 0) = 0 THEN 'done' ELSE 'running' END,
+                       total = coalesce(t.total, 0), started_at = now(),
+                       finished_at = CASE WHEN coalesce(t.total, 0) = 0 THEN now() END
+                  FROM due LEFT JOIN totals t ON t.job_id = due.id
+                 WHERE j.id = due.id
+                RETURNING j.id
+            )
+            SELECT count(*)::int8 FROM started
+            """)
+        return Int(try rows.first?.decode(Int64.self) ?? 0)
+    }
+
     /// Expands the most urgent due job into chunks, if there is one: a key range per `chunkSize` devices of the
     /// audience, or slices of an explicit token list. It writes no per-token rows: a million devices become a
     /// thousand small chunk rows. Returns `nil` when no queued job is due.

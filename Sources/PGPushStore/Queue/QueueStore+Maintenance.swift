@@ -11,6 +11,7 @@ extension QueueStore {
         public var partitionsCreated: Int = 0
         public var jobsFinished: Int = 0
         public var workersRemoved: Int = 0
+        public var chunksOfEndedJobsDropped: Int = 0
     }
 
     /// One maintenance pass, run only by the worker that wins a transaction-scoped advisory lock: creates
@@ -32,6 +33,13 @@ extension QueueStore {
                        finished_at = now()
                  WHERE j.state = 'running' AND NOT EXISTS (SELECT 1 FROM push.chunks c WHERE c.job_id = j.id)
                 RETURNING j.id
+                """, on: connection).count
+            // A cancelled job's chunks that a dead worker held: dropped once their lease ran out, never sent.
+            report.chunksOfEndedJobsDropped = try await self.run("""
+                DELETE FROM push.chunks c USING push.jobs j
+                 WHERE j.id = c.job_id AND j.state NOT IN ('queued', 'running')
+                   AND (c.locked_by IS NULL OR c.locked_until < now())
+                RETURNING c.id
                 """, on: connection).count
             report.workersRemoved = try await self.run("""
                 DELETE FROM push.workers WHERE heartbeat_at < now() - make_interval(secs => \(deadSeconds)) RETURNING id

@@ -11,12 +11,17 @@ import Synchronization
 public final class QueueStore: Sendable {
     public let client: PostgresClient
     public let workerID: String
+    /// Who holds this process's leases: the worker id plus a per-process suffix. Leases belong to a process,
+    /// not a name, so a worker restarted under the same `--worker-id` neither renews nor inherits the chunks of
+    /// the process before it; they are rescued once their lease runs out, like any dead worker's.
+    public let leaseOwner: String
     let logger: Logger
     private let statementCounter = Atomic<Int>(0)
 
     public init(client: PostgresClient, workerID: String, logger: Logger) {
         self.client = client
         self.workerID = workerID
+        self.leaseOwner = "\(workerID)#\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
         self.logger = logger
     }
 
@@ -31,6 +36,9 @@ public final class QueueStore: Sendable {
     /// PostgreSQL's own `statement_timeout` cannot help when the client side of a dying connection never
     /// answers, which was seen right after a server restart.
     public static let deadline: Duration = .seconds(60)
+
+    /// The NOTIFY channel of `push.cancel`; the payload is the job id.
+    public static let cancelChannel = "pgpush_cancel"
 
     @discardableResult
     func run(_ query: PostgresQuery) async throws -> [PostgresRow] {

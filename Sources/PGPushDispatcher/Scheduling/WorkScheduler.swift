@@ -1,0 +1,182 @@
+import PGPushStore
+
+/// The worker's scheduling decisions, as a pure state machine: what to claim and how much, when to write
+/// results and when to hold back. It does no I/O and reads no clock; the worker's loops carry out what it
+/// returns and report back what happened.
+///
+/// Capacity is counted in notifications, not chunks: a one-token job and a 1,000-token chunk cost what they
+/// send. Room frees token by token as answers arrive, so urgent work takes the next free room while a
+/// broadcast runs. Results of many chunks are written together (group commit): a write starts as soon as the
+/// previous one returned, never on a timer.
+public struct WorkScheduler<Completion: Sendable>: Sendable {
+    public struct Configuration: Sendable, Hashable {
+        /// Notifications held at most: sending, waiting for their turn, or claimed ahead. A claim may overshoot
+        /// by one chunk, so a full-size chunk fits into any room.
+        public var capacity: Int
+        /// Room that must be free before claiming while work is held: claims come in batches worth their
+        /// statement, not one per answer.
+        public var claimThreshold: Int
+        /// Chunks in one claim at most (one-token jobs are one chunk each).
+        public var maximumChunksPerClaim: Int
+        /// How much of a throttled app to claim ahead, in seconds of its own sending.
+        public var throttleHorizonSeconds: Double
+        /// Completions in one write at most.
+        public var maximumWriteBatch: Int
+
+        public init(capacity: Int, claimThreshold: Int? = nil, maximumChunksPerClaim: Int = 1000,
+                    throttleHorizonSeconds: Double = 2, maximumWriteBatch: Int = 2000) {
+            self.capacity = max(1, capacity)
+            self.claimThreshold = min(max(1, claimThreshold ?? max(1, capacity / 8)), self.capacity)
+            self.maximumChunksPerClaim = max(1, maximumChunksPerClaim)
+            self.throttleHorizonSeconds = throttleHorizonSeconds
+            self.maximumWriteBatch = max(1, maximumWriteBatch)
+        }
+    }
+
+    public let configuration: Configuration
+    /// Notifications claimed and not yet finished sending, in all and per app.
+    public private(set) var held = 0
+    public private(set) var heldByApp: [String: Int] = [:]
+    private var claiming = false
+    private var draining = false
+    /// Set while writes fail (the database is unreachable): nothing new is claimed, so unwritten results stay
+    /// bounded.
+    public private(set) var writesFailing = false
+    private var pending: [(completion: Completion, tokens: Int)] = []
+    private var pendingTokens = 0
+    private var writing: [(completion: Completion, tokens: Int)]?
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    /// Free room in notifications. Results waiting to be written beyond one capacity's worth shrink it, so a
+    /// slow database slows claiming instead of growing memory.
+    public var room: Int {
+        configuration.capacity - held - max(0, pendingTokens - configuration.capacity)
+    }
+
+    /// Completions handed over and not yet written (waiting or being written).
+    public var unwrittenCount: Int { pending.count + (writing?.count ?? 0) }
+
+    /// True when nothing is held and every result is written.
+    public var isIdle: Bool { held == 0 && unwrittenCount == 0 }
+
+    // MARK: Claiming
+
+    /// What to claim now, or `nil` to wait (a claim is running, shutdown, writes failing, or too little room).
+    public mutating func nextClaim(throttles: [String: AppThrottle]) -> ClaimBudget? {
+        guard !claiming, !draining, !writesFailing else { return nil }
+        let room = self.room
+        guard room > 0, held == 0 || room >= configuration.claimThreshold else { return nil }
+        var allowances: [String: Int] = [:]
+        for (app, throttle) in throttles where throttle.isThrottled {
+            allowances[app] = allowance(app, throttle)
+        }
+        claiming = true
+        return ClaimBudget(room: room, maximumChunks: min(room, configuration.maximumChunksPerClaim), appAllowances: allowances)
+    }
+
+    /// Tokens an app may still take in one claim: a few seconds of its sending, less what it holds. An app
+    /// that holds nothing may always take one chunk, whatever its size, or it would never send at all.
+    func allowance(_ app: String, _ throttle: AppThrottle) -> Int {
+        var ahead = Int.max
+        if let rate = throttle.ratePerSecond {
+            ahead = min(ahead, Int((rate * configuration.throttleHorizonSeconds).rounded(.up)))
+        }
+        if let concurrency = throttle.backoffConcurrency {
+            ahead = min(ahead, 2 * max(1, concurrency))
+        }
+        let holding = heldByApp[app] ?? 0
+        return holding == 0 ? max(1, ahead) : max(0, ahead - holding)
+    }
+
+    /// Records what a claim took (app and estimated tokens per chunk). Returns true when the claim was full,
+    /// so more work is probably waiting and the worker should look again at once.
+    public mutating func claimSucceeded(_ claimed: [(app: String, tokens: Int)], budget: ClaimBudget) -> Bool {
+        claiming = false
+        var tokens = 0
+        for (app, count) in claimed {
+            let count = max(0, count)
+            heldByApp[app, default: 0] += count
+            tokens += count
+        }
+        held += tokens
+        return !claimed.isEmpty && (claimed.count >= budget.maximumChunks || tokens >= budget.room)
+    }
+
+    public mutating func claimFailed() {
+        claiming = false
+    }
+
+    /// Notifications of `app` that are no longer held (answered, or given back unsent). Returns true when
+    /// this made enough room for a claim, so the worker should wake its claim loop.
+    public mutating func finished(app: String, tokens: Int) -> Bool {
+        guard tokens > 0 else { return false }
+        let before = room
+        held = max(0, held - tokens)
+        if let holding = heldByApp[app] {
+            let left = holding - tokens
+            heldByApp[app] = left > 0 ? left : nil
+        }
+        let threshold = held == 0 ? 1 : configuration.claimThreshold
+        return before < threshold && room >= threshold
+    }
+
+    // MARK: Writing
+
+    /// Hands over a chunk's completion (`tokens` is what it records, for the memory bound). Returns a batch to
+    /// write now when no write is running.
+    public mutating func completed(_ completion: Completion, tokens: Int) -> [Completion]? {
+        pending.append((completion, tokens))
+        pendingTokens += tokens
+        // While writes fail, the writer retries on its own backoff; a finishing chunk must not hurry it.
+        return writesFailing ? nil : nextWrite()
+    }
+
+    /// The next batch to write, if no write is running and something waits. While writes fail, the writer
+    /// asks again after its backoff.
+    public mutating func nextWrite() -> [Completion]? {
+        guard writing == nil, !pending.isEmpty else { return nil }
+        let count = min(pending.count, configuration.maximumWriteBatch)
+        let batch = Array(pending.prefix(count))
+        pending.removeFirst(count)
+        writing = batch
+        return batch.map(\.completion)
+    }
+
+    /// The running write committed. Returns the next batch, which waited meanwhile.
+    public mutating func writeSucceeded() -> [Completion]? {
+        if let batch = writing {
+            pendingTokens -= batch.reduce(0) { $0 + $1.tokens }
+        }
+        writing = nil
+        writesFailing = false
+        return nextWrite()
+    }
+
+    /// The running write failed: its completions go back to the front, to be written first, and claiming
+    /// stops until a write succeeds.
+    public mutating func writeFailed() {
+        if let batch = writing { pending.insert(contentsOf: batch, at: 0) }
+        writing = nil
+        writesFailing = true
+    }
+
+    // MARK: Shutdown
+
+    /// Graceful shutdown: claim nothing more; what is held finishes, and its results are written.
+    public mutating func startDraining() {
+        draining = true
+    }
+
+    /// Gives up on results that could not be written before the grace period ended (the leases make the rest
+    /// safe). Returns how many completions and notifications were dropped.
+    public mutating func abandonUnwritten() -> (completions: Int, tokens: Int) {
+        let dropped = (unwrittenCount, pendingTokens)
+        pending = []
+        writing = nil
+        pendingTokens = 0
+        return dropped
+    }
+}

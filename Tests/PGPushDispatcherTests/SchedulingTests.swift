@@ -1,0 +1,115 @@
+import Foundation
+import PGPushSimulator
+import PGPushTestSupport
+import PostgresNIO
+import Testing
+
+/// The notification scheduler end to end, over an APNs that answers after tens of milliseconds: urgent
+/// one-token jobs during a broadcast, equal-priority sharing, and a rate-limited neighbour.
+extension EndToEndTests {
+    @Suite(.timeLimit(.minutes(5)))
+    struct SchedulingTests {
+        static let latency: @Sendable (inout APNsSimulatorConfiguration) -> Void = { $0.faults.latency = .fixed(.milliseconds(20)) }
+
+        /// Waits until the job has delivered at least `count` tokens.
+        static func waitUntilDelivered(_ fleet: Fleet, job: Int64, atLeast count: Int64) async throws {
+            let deadline = ContinuousClock.now + .seconds(90)
+            while try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)") < count {
+                guard ContinuousClock.now < deadline else {
+                    Issue.record("job \(job) did not reach \(count) deliveries")
+                    return
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+
+        /// Enqueues `count` one-token jobs (tokens outside the broadcast's audience), `spacing` apart.
+        static func enqueueOneTokenJobs(_ fleet: Fleet, count: Int, priority: Int, app: String = "app", prefix: String = "cafe",
+                                        spacing: Duration = .milliseconds(40)) async throws -> [Int64] {
+            var jobs: [Int64] = []
+            for index in 0..<count {
+                let token = prefix + String(format: "%060x", index)
+                jobs.append(try await fleet.enqueue(", tokens => ARRAY['\(token)'], priority => \(priority)", app: app))
+                try await Task.sleep(for: spacing)
+            }
+            return jobs
+        }
+
+        /// Every small job done with exactly one outcome; returns their enqueue→first-send latencies in seconds.
+        static func smallJobLatencies(_ fleet: Fleet, _ jobs: [Int64]) async throws -> [Double] {
+            let ids = jobs.map(String.init).joined(separator: ",")
+            #expect(try await fleet.count(PostgresQuery(unsafeSQL: "SELECT count(*) FROM push.jobs WHERE id IN (\(ids)) AND state = 'done'")) == Int64(jobs.count))
+            #expect(try await fleet.count(PostgresQuery(unsafeSQL: "SELECT count(*) FROM push.deliveries WHERE job_id IN (\(ids))")) == Int64(jobs.count))
+            let rows = try await fleet.db.rows(PostgresQuery(unsafeSQL: """
+                SELECT extract(epoch FROM enqueue_to_first_send)::float8 FROM push.job_latency WHERE job_id IN (\(ids))
+                """))
+            var latencies: [Double] = []
+            for try await latency in rows.decode(Double?.self) { latencies.append(latency ?? .infinity) }
+            return latencies.sorted()
+        }
+
+        @Test func urgentOneTokenJobsTakeTheNextFreeRoomDuringABroadcast() async throws {
+            try await Fleet.with(configure: Self.latency) { fleet in
+                try await fleet.createApp()
+                try await fleet.registerDevices(40_000)
+                let broadcast = try await fleet.enqueue()
+                let worker = try fleet.startWorker()
+                try await Self.waitUntilDelivered(fleet, job: broadcast, atLeast: 2000)
+                let small = try await Self.enqueueOneTokenJobs(fleet, count: 40, priority: 10)
+                #expect(try await fleet.waitForJob(broadcast, timeout: .seconds(200)) == "done", "\(worker.log.suffix(1500))")
+                for job in small { _ = try await fleet.waitForJob(job, timeout: .seconds(10)) }
+                await worker.stop()
+                let latencies = try await Self.smallJobLatencies(fleet, small)
+                // 20 ms of APNs latency plus a claim; a debug build on a busy machine gets a wide margin, but
+                // nowhere near the seconds a broadcast of this size takes.
+                #expect(latencies.last! < 1.0, "enqueue→first send: \(latencies)")
+                let ids = small.map(String.init).joined(separator: ",")
+                #expect(try await fleet.count(PostgresQuery(unsafeSQL: """
+                    SELECT count(*) FROM push.jobs s, push.jobs b
+                     WHERE s.id IN (\(ids)) AND b.id = \(broadcast) AND s.finished_at < b.finished_at
+                    """)) == Int64(small.count), "every urgent job finished while the broadcast was still running")
+                try await EndToEndTests.BroadcastTests.expectExactlyOnce(fleet, job: broadcast, tokens: 40_000, alsoAccepted: small.count)
+            }
+        }
+
+        @Test func atEqualPriorityOneTokenJobsAndABroadcastShareTheWorker() async throws {
+            try await Fleet.with(configure: Self.latency) { fleet in
+                try await fleet.createApp()
+                try await fleet.registerDevices(40_000)
+                let broadcast = try await fleet.enqueue()
+                let worker = try fleet.startWorker()
+                try await Self.waitUntilDelivered(fleet, job: broadcast, atLeast: 2000)
+                let small = try await Self.enqueueOneTokenJobs(fleet, count: 40, priority: 0)
+                let deliveredWhenSmallWereQueued = try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(broadcast)")
+                for job in small { _ = try await fleet.waitForJob(job, timeout: .seconds(10)) }
+                let deliveredWhenSmallWereDone = try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(broadcast)")
+                #expect(try await fleet.waitForJob(broadcast, timeout: .seconds(200)) == "done", "\(worker.log.suffix(1500))")
+                await worker.stop()
+                let latencies = try await Self.smallJobLatencies(fleet, small)
+                #expect(latencies.last! < 2.0, "enqueue→first send: \(latencies)")
+                #expect(deliveredWhenSmallWereDone > deliveredWhenSmallWereQueued, "the broadcast kept going meanwhile")
+            }
+        }
+
+        @Test func aRateLimitedAppHoldsNoRoomItsNeighbourNeeds() async throws {
+            try await Fleet.with(configure: Self.latency) { fleet in
+                try await fleet.createApp("slow", rateLimit: 200)
+                try await fleet.createApp("app")
+                try await fleet.registerDevices(3000, app: "slow")
+                let slow = try await fleet.enqueue(app: "slow")
+                let worker = try fleet.startWorker()
+                try await Self.waitUntilDelivered(fleet, job: slow, atLeast: 50)
+                let started = ContinuousClock.now
+                let small = try await Self.enqueueOneTokenJobs(fleet, count: 100, priority: 0, spacing: .milliseconds(5))
+                for job in small { _ = try await fleet.waitForJob(job, timeout: .seconds(5)) }
+                let elapsed = ContinuousClock.now - started
+                #expect(elapsed < .seconds(6), "the neighbour's 100 jobs took \(elapsed)")
+                let latencies = try await Self.smallJobLatencies(fleet, small)
+                #expect(latencies.last! < 5.0, "enqueue→first send: \(latencies)")
+                #expect(try await fleet.count("SELECT count(*) FROM push.jobs WHERE id = \(slow) AND state = 'running'") == 1,
+                        "the rate-limited broadcast is still being sent at 200/s")
+                await worker.stop()
+            }
+        }
+    }
+}

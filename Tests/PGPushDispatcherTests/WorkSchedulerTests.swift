@@ -1,0 +1,171 @@
+import PGPushStore
+import Testing
+
+@testable import PGPushDispatcher
+
+/// The scheduling decisions alone: no PostgreSQL, no network, no clock.
+@Suite struct WorkSchedulerTests {
+    typealias Scheduler = WorkScheduler<String>
+
+    static func scheduler(capacity: Int = 4000, threshold: Int? = 500) -> Scheduler {
+        Scheduler(configuration: .init(capacity: capacity, claimThreshold: threshold, maximumChunksPerClaim: 1000))
+    }
+
+    @Test func anIdleWorkerClaimsItsWholeCapacityInNotifications() throws {
+        var scheduler = Self.scheduler()
+        let budgetResult = scheduler.nextClaim(throttles: [:])
+        let budget = try #require(budgetResult)
+        #expect(budget.room == 4000)
+        #expect(budget.maximumChunks == 1000, "a claim of one-token jobs is capped in chunks too")
+        #expect(budget.appAllowances.isEmpty)
+    }
+
+    @Test func oneClaimRunsAtATime() throws {
+        var scheduler = Self.scheduler()
+        let first = scheduler.nextClaim(throttles: [:])
+        #expect(first != nil)
+        let result1 = scheduler.nextClaim(throttles: [:])
+        #expect(result1 == nil)
+        scheduler.claimFailed()
+        let result2 = scheduler.nextClaim(throttles: [:])
+        #expect(result2 != nil)
+    }
+
+    @Test func aThousandOneTokenJobsFillTheSameRoomAsOneThousandTokenChunk() throws {
+        var small = Self.scheduler(capacity: 2000)
+        var large = Self.scheduler(capacity: 2000)
+        let smallBudgetResult = small.nextClaim(throttles: [:])
+        let smallBudget = try #require(smallBudgetResult)
+        let largeBudgetResult = large.nextClaim(throttles: [:])
+        let largeBudget = try #require(largeBudgetResult)
+        _ = small.claimSucceeded(Array(repeating: ("app", 1), count: 1000), budget: smallBudget)
+        _ = large.claimSucceeded([("app", 1000)], budget: largeBudget)
+        #expect(small.held == large.held)
+        #expect(small.room == 1000 && large.room == 1000)
+    }
+
+    @Test func aFullClaimAsksToLookAgainAndAPartialOneDoesNot() throws {
+        var scheduler = Self.scheduler(capacity: 4000)
+        let firstResult = scheduler.nextClaim(throttles: [:])
+        let first = try #require(firstResult)
+        let full = scheduler.claimSucceeded(Array(repeating: ("app", 1), count: 1000), budget: first)
+        #expect(full, "1,000 chunks hit the chunk cap")
+        let secondResult = scheduler.nextClaim(throttles: [:])
+        let second = try #require(secondResult)
+        #expect(second.room == 3000)
+        let again = scheduler.claimSucceeded([("app", 10)], budget: second)
+        #expect(!again, "the queue ran dry")
+    }
+
+    @Test func whileWorkIsHeldAClaimWaitsForTheThreshold() throws {
+        var scheduler = Self.scheduler(capacity: 4000, threshold: 500)
+        let budgetResult = scheduler.nextClaim(throttles: [:])
+        let budget = try #require(budgetResult)
+        _ = scheduler.claimSucceeded([("app", 1000), ("app", 1000), ("app", 1000), ("app", 1000)], budget: budget)
+        #expect(scheduler.room == 0)
+        let result3 = scheduler.nextClaim(throttles: [:])
+        #expect(result3 == nil)
+        // Answers free room one by one; the claim loop is woken exactly when the threshold is crossed.
+        var wakes = 0
+        for _ in 0..<499 where scheduler.finished(app: "app", tokens: 1) { wakes += 1 }
+        #expect(wakes == 0)
+        let result4 = scheduler.nextClaim(throttles: [:])
+        #expect(result4 == nil)
+        let result5 = scheduler.finished(app: "app", tokens: 1)
+        #expect(result5)
+        let nextResult = scheduler.nextClaim(throttles: [:])
+        let next = try #require(nextResult)
+        #expect(next.room == 500)
+    }
+
+    @Test func anOvershootingChunkDoesNotMakeRoomNegativeForever() throws {
+        var scheduler = Self.scheduler(capacity: 100, threshold: 10)
+        let budgetResult = scheduler.nextClaim(throttles: [:])
+        let budget = try #require(budgetResult)
+        _ = scheduler.claimSucceeded([("app", 1000)], budget: budget)
+        #expect(scheduler.room < 0)
+        _ = scheduler.finished(app: "app", tokens: 1000)
+        #expect(scheduler.held == 0)
+        let result6 = scheduler.nextClaim(throttles: [:])
+        #expect(result6?.room == 100)
+    }
+
+    @Test func aRateLimitedAppIsClaimedOnlyAFewSecondsAhead() throws {
+        var scheduler = Self.scheduler(capacity: 4000)
+        let throttles = ["slow": AppThrottle(ratePerSecond: 200)]
+        let budgetResult = scheduler.nextClaim(throttles: throttles)
+        let budget = try #require(budgetResult)
+        // Two seconds at 200/s; nothing held yet.
+        #expect(budget.appAllowances == ["slow": 400])
+        _ = scheduler.claimSucceeded([("slow", 1000)], budget: budget)
+        let nextResult = scheduler.nextClaim(throttles: throttles)
+        let next = try #require(nextResult)
+        #expect(next.appAllowances["slow"] == 0, "a chunk of five seconds is held: claim none of it now")
+        #expect(next.room == 3000, "the rest of the room stays free for other apps")
+    }
+
+    @Test func anAppThatHoldsNothingMayAlwaysTakeOneChunk() {
+        let scheduler = Self.scheduler()
+        #expect(scheduler.allowance("trickle", AppThrottle(ratePerSecond: 0.1)) == 1)
+    }
+
+    @Test func anAppBackingOffIsClaimedByItsConcurrency() throws {
+        var scheduler = Self.scheduler()
+        let claim = scheduler.nextClaim(throttles: ["busy": AppThrottle(backoffConcurrency: 8)])
+        let budget = try #require(claim)
+        #expect(budget.appAllowances == ["busy": 16])
+    }
+
+    @Test func writesAreGroupedAndTheNextStartsWhenThePreviousReturns() throws {
+        var scheduler = Self.scheduler()
+        let firstResult = scheduler.completed("a", tokens: 1)
+        let first = try #require(firstResult)
+        #expect(first == ["a"], "an idle writer writes at once: no timer")
+        let result7 = scheduler.completed("b", tokens: 1)
+        #expect(result7 == nil)
+        let result8 = scheduler.completed("c", tokens: 1)
+        #expect(result8 == nil)
+        #expect(scheduler.unwrittenCount == 3)
+        let result9 = scheduler.writeSucceeded()
+        #expect(result9 == ["b", "c"], "what arrived during a write is the next write")
+        let result10 = scheduler.writeSucceeded()
+        #expect(result10 == nil)
+        #expect(scheduler.isIdle)
+    }
+
+    @Test func aFailedWriteKeepsItsResultsFirstAndStopsClaiming() throws {
+        var scheduler = Self.scheduler()
+        _ = scheduler.completed("a", tokens: 10)
+        _ = scheduler.completed("b", tokens: 10)
+        scheduler.writeFailed()
+        #expect(scheduler.writesFailing)
+        let result11 = scheduler.nextClaim(throttles: [:])
+        #expect(result11 == nil, "nothing new is claimed while results cannot be written")
+        let result12 = scheduler.completed("c", tokens: 1)
+        #expect(result12 == nil, "the writer retries on its own backoff")
+        let result13 = scheduler.nextWrite()
+        #expect(result13 == ["a", "b", "c"])
+        let result14 = scheduler.writeSucceeded()
+        #expect(result14 == nil)
+        #expect(!scheduler.writesFailing)
+        let result15 = scheduler.nextClaim(throttles: [:])
+        #expect(result15 != nil)
+    }
+
+    @Test func unwrittenResultsBeyondOneCapacityShrinkTheRoom() {
+        var scheduler = Self.scheduler(capacity: 1000)
+        _ = scheduler.completed("a", tokens: 1500)
+        #expect(scheduler.room == 500)
+    }
+
+    @Test func drainingClaimsNothingAndAbandoningCountsWhatIsDropped() {
+        var scheduler = Self.scheduler()
+        _ = scheduler.completed("a", tokens: 7)
+        scheduler.startDraining()
+        let result16 = scheduler.nextClaim(throttles: [:])
+        #expect(result16 == nil)
+        let dropped = scheduler.abandonUnwritten()
+        #expect(dropped.completions == 1 && dropped.tokens == 7)
+        #expect(scheduler.isIdle)
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import Logging
+import PGPushCore
+import PGPushStore
+import PGPushTestSupport
+import PostgresNIO
+import Testing
+
+/// The SQL behind the notification scheduler: batch expansion of small jobs, claims sized in notifications,
+/// per-app allowances, process-owned leases and group-committed completions.
+@Suite(.timeLimit(.minutes(3)))
+struct SchedulerQueueTests {
+    static func store(_ db: TestDatabase, worker: String = "w1") -> QueueStore {
+        QueueStore(client: db.client, workerID: worker, logger: db.logger)
+    }
+
+    static let payload = #"'{"aps":{"alert":"hi"}}'"#
+
+    @Test func smallJobsExpandInOneStatementAndBroadcastsAreLeftAlone() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            for i in 0..<6 {
+                // u0 and u1 have two devices each, u2 one; u9 has none.
+                try await db.exec("SELECT push.register_device('a', \(TestTokens.token(i)), user_id => \("u\(i % 3)"))")
+            }
+            let broadcast = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload))"))
+            var users: [Int64] = []
+            for user in ["u0", "u1", "u2", "u9"] {
+                users.append(try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload), user_ids => '{\(user)}')")))
+            }
+            let explicit = try await db.scalar(PostgresQuery(unsafeSQL:
+                "SELECT push.enqueue('a', \(Self.payload), tokens => ARRAY['\(TestTokens.token(50))', '\(TestTokens.token(51))'])"))
+            let store = Self.store(db)
+            let before = store.statementsExecuted
+            #expect(try await store.expandDueSmallJobs(chunkSize: 1000, limit: 100) == 5)
+            #expect(store.statementsExecuted - before == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.jobs WHERE id = \(broadcast) AND state = 'queued'") == 1)
+            let rows = try await db.rows("SELECT id, state, total FROM push.jobs WHERE id <> \(broadcast) ORDER BY id")
+            var seen: [Int64: (String, Int64)] = [:]
+            for try await (id, state, total) in rows.decode((Int64, String, Int64).self) { seen[id] = (state, total) }
+            #expect(seen[users[0]]! == ("running", 2))
+            #expect(seen[users[2]]! == ("running", 2))
+            #expect(seen[users[3]]! == ("done", 0), "a user without devices has nothing to send")
+            #expect(seen[explicit]! == ("running", 2))
+            // One 'tokens' chunk per job, holding exactly its audience.
+            #expect(try await db.scalar("SELECT count(*) FROM push.chunks WHERE kind = 'tokens'") == 4)
+            #expect(try await db.scalar("SELECT sum(cardinality(tokens))::int8 FROM push.chunks") == 2 + 2 + 2 + 2)
+            #expect(try await store.expandDueSmallJobs(chunkSize: 1000, limit: 100) == 0)
+        }
+    }
+
+    @Test func aSmallJobOverTheChunkSizeSplitsIntoChunks() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            let tokens = (0..<7).map { "'\(TestTokens.token($0))'" }.joined(separator: ",")
+            _ = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload), tokens => ARRAY[\(tokens)])"))
+            let store = Self.store(db)
+            #expect(try await store.expandDueSmallJobs(chunkSize: 3, limit: 10) == 0, "7 tokens is not a small job at chunk size 3")
+            #expect(try await store.expandDueSmallJobs(chunkSize: 7, limit: 10) == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.chunks") == 1)
+        }
+    }
+
+    @Test func aClaimIsSizedInNotificationsNotChunks() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            try await db.exec("INSERT INTO push.devices (app_id, token) SELECT 'a', lpad(to_hex(g), 64, '0') FROM generate_series(1, 50) g")
+            _ = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload))"))
+            let store = Self.store(db)
+            _ = try await store.expandNextDueJob(chunkSize: 10)
+            for i in 0..<20 {
+                _ = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload), tokens => ARRAY['\(TestTokens.token(100 + i))'])"))
+            }
+            _ = try await store.expandDueSmallJobs(chunkSize: 10, limit: 100)
+            // Order: the broadcast's chunk 0 (10 tokens), then the twenty one-token jobs (all chunk 0); room 25
+            // takes the broadcast chunk and fifteen one-token jobs.
+            let claimed = try await store.claimChunks(ClaimBudget(room: 25, maximumChunks: 100), lease: .seconds(30))
+            #expect(claimed.count == 16)
+            #expect(claimed.reduce(0) { $0 + $1.estimatedTokens } == 25)
+            #expect(claimed.allSatisfy { $0.seq == 0 })
+            // A chunk larger than the whole room is still claimed when it comes first: the room may be overshot
+            // by one chunk, or a small room would never fit a broadcast.
+            let next = try await store.claimChunks(ClaimBudget(room: 3, maximumChunks: 100), lease: .seconds(30))
+            #expect(next.map(\.estimatedTokens) == [1, 1, 1])
+            let big = try await store.claimChunks(ClaimBudget(room: 1, maximumChunks: 100), lease: .seconds(30))
+            #expect(big.count == 1)
+        }
+    }
+
+    @Test func anAppAtItsAllowanceIsSkippedSoOtherAppsGetTheRoom() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("slow")
+            try await db.createApp("fast")
+            try await db.exec("INSERT INTO push.devices (app_id, token) SELECT 'slow', lpad(to_hex(g), 64, '0') FROM generate_series(1, 100) g")
+            _ = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('slow', \(Self.payload), priority => 5)"))
+            let store = Self.store(db)
+            _ = try await store.expandNextDueJob(chunkSize: 10)
+            for i in 0..<5 {
+                _ = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('fast', \(Self.payload), tokens => ARRAY['\(TestTokens.token(i))'])"))
+            }
+            _ = try await store.expandDueSmallJobs(chunkSize: 10, limit: 100)
+            // 'slow' may take 15 tokens: its first two chunks (0 and 10 tokens before), not more.
+            let first = try await store.claimChunks(
+                ClaimBudget(room: 1000, maximumChunks: 100, appAllowances: ["slow": 15]), lease: .seconds(30))
+            #expect(first.filter { $0.appID == "slow" }.count == 2)
+            #expect(first.filter { $0.appID == "fast" }.count == 5)
+            #expect(first.first?.appID == "slow", "higher priority still comes first")
+            // At 0 it is not looked at at all.
+            #expect(try await store.claimChunks(
+                ClaimBudget(room: 1000, maximumChunks: 100, appAllowances: ["slow": 0]), lease: .seconds(30)).isEmpty)
+        }
+    }
+
+    @Test func aRestartedProcessUnderTheSameIdNeitherRenewsNorKeepsTheOldLeases() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            _ = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload), tokens => ARRAY['\(TestTokens.token(1))'])"))
+            let crashed = Self.store(db, worker: "pod-0")
+            _ = try await crashed.expandDueSmallJobs(chunkSize: 10, limit: 10)
+            let held = try #require(try await crashed.claimChunks(limit: 1, lease: .milliseconds(300)).first)
+            let restarted = Self.store(db, worker: "pod-0")
+            #expect(restarted.workerID == crashed.workerID)
+            #expect(restarted.leaseOwner != crashed.leaseOwner)
+            _ = try await restarted.heartbeat(lease: .seconds(30), liveWindow: .seconds(30))
+            try await Task.sleep(for: .milliseconds(500))
+            let rescued = try #require(try await restarted.claimChunks(limit: 1, lease: .seconds(30)).first,
+                                       "the old process's lease ran out and the heartbeat of the new one did not renew it")
+            #expect(rescued.id == held.id)
+            #expect(rescued.claims == 2)
+        }
+    }
+
+    @Test func oneWriteRecordsManyChunksOfManyJobsAndSkipsALostLease() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            var jobs: [Int64] = []
+            for i in 0..<10 {
+                jobs.append(try await db.scalar(PostgresQuery(unsafeSQL:
+                    "SELECT push.enqueue('a', \(Self.payload), tokens => ARRAY['\(TestTokens.token(i))'])")))
+            }
+            let store = Self.store(db)
+            _ = try await store.expandDueSmallJobs(chunkSize: 10, limit: 100)
+            let chunks = try await store.claimChunks(limit: 100, lease: .seconds(30))
+            #expect(chunks.count == 10)
+            // Another process takes the last chunk's lease meanwhile.
+            let stolen = chunks[9]
+            try await db.exec("UPDATE push.chunks SET locked_by = 'someone-else' WHERE id = \(stolen.id)")
+            let now = Date()
+            let completions = chunks.map { chunk in
+                let token = chunk.tokens[0]
+                return ChunkCompletion(chunk: chunk, outcomes: [
+                    FinalOutcome(token: token, status: 200, reason: nil, apnsID: APNsID.make(jobID: chunk.jobID, token: token), attempt: 1, sentAt: now),
+                ], answered: 1)
+            }
+            let before = store.statementsExecuted
+            let report = try await store.complete(completions)
+            #expect(store.statementsExecuted - before <= 6, "one transaction for the whole batch")
+            #expect(report.leaseLost == [stolen.id])
+            #expect(report.jobsFinished == 9)
+            #expect(try await db.scalar("SELECT count(*) FROM push.deliveries") == 9)
+            #expect(try await db.scalar("SELECT count(*) FROM push.deliveries WHERE job_id = \(stolen.jobID)") == 0)
+            #expect(try await db.scalar("SELECT count(*) FROM push.jobs WHERE state = 'done' AND delivered = 1 AND first_sent_at IS NOT NULL") == 9)
+            #expect(try await db.scalar("SELECT count(*) FROM push.jobs WHERE id = \(stolen.jobID) AND state = 'running' AND delivered = 0") == 1)
+        }
+    }
+
+    @Test func aCancelledJobsChunkHeldByADeadWorkerIsDroppedNotClaimed() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            let job = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload), tokens => ARRAY['\(TestTokens.token(1))'])"))
+            let dead = Self.store(db, worker: "dead")
+            _ = try await dead.expandDueSmallJobs(chunkSize: 10, limit: 10)
+            _ = try #require(try await dead.claimChunks(limit: 1, lease: .milliseconds(200)).first)
+            #expect(try await db.scalar("SELECT push.cancel(\(job))::int::int8") == 1)
+            try await Task.sleep(for: .milliseconds(400))
+            let rescuer = Self.store(db, worker: "rescuer")
+            #expect(try await rescuer.claimChunks(limit: 10, lease: .seconds(30)).isEmpty, "a cancelled job is never sent again")
+            let report = try await rescuer.maintain(deadWorkerAfter: .seconds(60))
+            #expect(report.chunksOfEndedJobsDropped == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.chunks") == 0)
+        }
+    }
+}
