@@ -22,3 +22,47 @@ BEGIN
     RETURN true;
 END;
 $$;
+
+-- A job whose requests APNs refuses for every token (InvalidPushType, TopicDisallowed for a suffixed topic,
+-- BadExpirationDate, …) fails with that reason; the app's other jobs go on. Only workers write it.
+ALTER TABLE push.jobs ADD COLUMN failure_reason text;
+
+CREATE OR REPLACE FUNCTION push.reset_job_failure() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, push AS $$
+BEGIN
+    NEW.failure_reason := NULL;
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER jobs_reset_failure BEFORE INSERT ON push.jobs FOR EACH ROW EXECUTE FUNCTION push.reset_job_failure();
+
+-- job_progress shows why a job failed; the new column goes last, so existing queries keep working.
+CREATE OR REPLACE VIEW push.job_progress AS
+SELECT j.id AS job_id,
+       j.app_id,
+       j.state,
+       t.total,
+       j.delivered,
+       j.failed + j.expired AS failed,
+       j.pruned,
+       CASE WHEN j.state IN ('queued', 'running')
+            THEN greatest(t.total - j.delivered - j.failed - j.expired, 0) ELSE 0 END AS pending,
+       j.created_at,
+       j.started_at,
+       j.finished_at,
+       j.expired,
+       j.priority,
+       j.send_at,
+       j.first_sent_at,
+       j.failure_reason
+  FROM push.jobs j
+  CROSS JOIN LATERAL (
+      SELECT coalesce(
+          j.total,
+          cardinality(j.tokens)::bigint,
+          (SELECT count(*) FROM push.devices d
+            WHERE d.app_id = j.app_id
+              AND (j.user_ids IS NULL OR d.user_id = ANY (j.user_ids))
+              AND (j.tags IS NULL OR d.tags && j.tags))
+      ) AS total
+  ) t;

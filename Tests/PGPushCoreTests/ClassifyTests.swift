@@ -7,16 +7,16 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
     (410, "ExpiredToken", .tokenDead(reason: "ExpiredToken", timestampMilliseconds: 1_700_000_000_123)),
     (400, "BadDeviceToken", .tokenWrongForTopicOrEnvironment(reason: "BadDeviceToken")),
     (400, "DeviceTokenNotForTopic", .tokenWrongForTopicOrEnvironment(reason: "DeviceTokenNotForTopic")),
-    (400, "BadCollapseId", .configurationError(reason: "BadCollapseId")),
-    (400, "BadExpirationDate", .configurationError(reason: "BadExpirationDate")),
+    (400, "BadCollapseId", .jobError(reason: "BadCollapseId")),
+    (400, "BadExpirationDate", .jobError(reason: "BadExpirationDate")),
     (400, "BadMessageId", .configurationError(reason: "BadMessageId")),
-    (400, "BadPriority", .configurationError(reason: "BadPriority")),
+    (400, "BadPriority", .jobError(reason: "BadPriority")),
     (400, "BadTopic", .configurationError(reason: "BadTopic")),
     (400, "DuplicateHeaders", .configurationError(reason: "DuplicateHeaders")),
-    (400, "InvalidPushType", .configurationError(reason: "InvalidPushType")),
+    (400, "InvalidPushType", .jobError(reason: "InvalidPushType")),
     (400, "MissingDeviceToken", .configurationError(reason: "MissingDeviceToken")),
     (400, "MissingTopic", .configurationError(reason: "MissingTopic")),
-    (400, "PayloadEmpty", .configurationError(reason: "PayloadEmpty")),
+    (400, "PayloadEmpty", .jobError(reason: "PayloadEmpty")),
     (400, "TopicDisallowed", .configurationError(reason: "TopicDisallowed")),
     (400, "IdleTimeout", .retryLater(reason: "IdleTimeout", reconnect: true)),
     (403, "ExpiredProviderToken", .refreshProviderTokenAndRetry(reason: "ExpiredProviderToken")),
@@ -30,7 +30,7 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
     (403, "BadEnvironmentKeyInToken", .configurationError(reason: "BadEnvironmentKeyInToken")),
     (404, "BadPath", .configurationError(reason: "BadPath")),
     (405, "MethodNotAllowed", .configurationError(reason: "MethodNotAllowed")),
-    (413, "PayloadTooLarge", .permanentFailure(reason: "PayloadTooLarge")),
+    (413, "PayloadTooLarge", .jobError(reason: "PayloadTooLarge")),
     (429, "TooManyRequests", .retryLater(reason: "TooManyRequests", reconnect: false)),
     (429, "TooManyProviderTokenUpdates", .retryLater(reason: "TooManyProviderTokenUpdates", reconnect: false)),
     (500, "InternalServerError", .retryLater(reason: "InternalServerError", reconnect: false)),
@@ -124,5 +124,23 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
         #expect(DeliveryClass.tokenWrongForTopicOrEnvironment(reason: "x").isFinal)
         #expect(DeliveryClass.configurationError(reason: "x").isFinal)
         #expect(DeliveryClass.permanentFailure(reason: "x").isFinal)
+    }
+}
+
+@Suite struct TopicScopedClassifyTests {
+    static func topicDisallowed() -> APNsOutcome {
+        .response(APNsResponse(status: 400, reason: "TopicDisallowed"))
+    }
+
+    @Test func topicDisallowedForASuffixedTopicFailsTheJobNotTheApp() {
+        #expect(classify(Self.topicDisallowed(), topic: "com.example.app.voip", appTopic: "com.example.app") == .jobError(reason: "TopicDisallowed"))
+        #expect(classify(Self.topicDisallowed(), topic: "com.example.app.push-type.liveactivity", appTopic: "com.example.app")
+            == .jobError(reason: "TopicDisallowed"))
+    }
+
+    @Test func topicDisallowedForTheAppsOwnTopicStillPausesTheApp() {
+        #expect(classify(Self.topicDisallowed(), topic: "com.example.app", appTopic: "com.example.app") == .configurationError(reason: "TopicDisallowed"))
+        #expect(classify(.response(APNsResponse(status: 400, reason: "BadTopic")), topic: "com.example.app.voip", appTopic: "com.example.app")
+            == .configurationError(reason: "BadTopic"))
     }
 }

@@ -10,6 +10,8 @@ public enum APNsReasonTable {
         case providerTokenStorm
         case refreshProviderToken
         case permanentFailure
+        /// The request as the job built it can never succeed, for any token.
+        case jobError
 
         func deliveryClass(reason: String, timestampMilliseconds: Int64?) -> DeliveryClass {
             switch self {
@@ -20,6 +22,7 @@ public enum APNsReasonTable {
             case .providerTokenStorm: .retryLater(reason: reason, reconnect: false)
             case .refreshProviderToken: .refreshProviderTokenAndRetry(reason: reason)
             case .permanentFailure: .permanentFailure(reason: reason)
+            case .jobError: .jobError(reason: reason)
             }
         }
     }
@@ -43,16 +46,16 @@ public enum APNsReasonTable {
 
         (400, "BadDeviceToken", .tokenWrongForTopicOrEnvironment),
         (400, "DeviceTokenNotForTopic", .tokenWrongForTopicOrEnvironment),
-        (400, "BadCollapseId", .configurationError),
-        (400, "BadExpirationDate", .configurationError),
+        (400, "BadCollapseId", .jobError),
+        (400, "BadExpirationDate", .jobError),
         (400, "BadMessageId", .configurationError),
-        (400, "BadPriority", .configurationError),
+        (400, "BadPriority", .jobError),
         (400, "BadTopic", .configurationError),
         (400, "DuplicateHeaders", .configurationError),
-        (400, "InvalidPushType", .configurationError),
+        (400, "InvalidPushType", .jobError),
         (400, "MissingDeviceToken", .configurationError),
         (400, "MissingTopic", .configurationError),
-        (400, "PayloadEmpty", .configurationError),
+        (400, "PayloadEmpty", .jobError),
         (400, "TopicDisallowed", .configurationError),
         (400, "IdleTimeout", .retry(reconnect: true)),
 
@@ -68,7 +71,7 @@ public enum APNsReasonTable {
 
         (404, "BadPath", .configurationError),
         (405, "MethodNotAllowed", .configurationError),
-        (413, "PayloadTooLarge", .permanentFailure),
+        (413, "PayloadTooLarge", .jobError),
 
         (429, "TooManyRequests", .retry(reconnect: false)),
         (429, tooManyProviderTokenUpdates, .providerTokenStorm),

@@ -48,6 +48,18 @@ private func classifyResponse(_ response: APNsResponse) -> DeliveryClass {
     }
 }
 
+/// Like ``classify(_:)``, for a request sent to `topic` on behalf of an app whose own topic is `appTopic`.
+/// `TopicDisallowed` for a suffixed topic (`.voip`, `.complication`, `.push-type.liveactivity`, …) means the
+/// credential does not cover that push type: the job fails, while the app's other jobs go on. For the app's
+/// own topic it stays a configuration error that pauses the app.
+public func classify(_ outcome: APNsOutcome, topic: String, appTopic: String) -> DeliveryClass {
+    let classification = classify(outcome)
+    if case .configurationError(let reason) = classification, reason == "TopicDisallowed", topic != appTopic {
+        return .jobError(reason: reason)
+    }
+    return classification
+}
+
 /// Stable reason strings for outcomes without an HTTP response; they are what `push.deliveries.reason` holds.
 public enum NoResponseReasonText {
     public static let goAway = "GoAway"

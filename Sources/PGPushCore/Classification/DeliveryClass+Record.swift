@@ -9,6 +9,7 @@ extension DeliveryClass {
         case .refreshProviderTokenAndRetry(let reason): reason
         case .configurationError(let reason): reason
         case .permanentFailure(let reason): reason
+        case .jobError(let reason): reason
         }
     }
 
@@ -20,7 +21,7 @@ extension DeliveryClass {
     public var isFinal: Bool {
         switch self {
         case .retryLater, .refreshProviderTokenAndRetry: false
-        case .delivered, .tokenDead, .tokenWrongForTopicOrEnvironment, .configurationError, .permanentFailure: true
+        case .delivered, .tokenDead, .tokenWrongForTopicOrEnvironment, .configurationError, .permanentFailure, .jobError: true
         }
     }
 

@@ -12,6 +12,10 @@ public enum DeliveryClass: Sendable, Hashable {
     case refreshProviderTokenAndRetry(reason: String)
     /// Credential or request configuration error: pause the app with `reason`, do not burn through tokens.
     case configurationError(reason: String)
-    /// This message can never be delivered (e.g. `PayloadTooLarge`): record it as failed.
+    /// This message can never be delivered to this token: record it as failed.
     case permanentFailure(reason: String)
+    /// The job's request is wrong for every token (`InvalidPushType`, `TopicDisallowed` for a suffixed topic,
+    /// `BadExpirationDate`, `PayloadTooLarge`, …): after a handful of these the job fails with the reason and
+    /// the app's other jobs go on.
+    case jobError(reason: String)
 }

@@ -53,6 +53,13 @@ final class AppHealth: Sendable {
         }
     }
 
+    /// A pause whose write failed (the database was down): it is handed out again by ``drainPauses()``.
+    func retryPause(_ app: String, reason: String) {
+        state.withLock { state in
+            state.pendingPauses[app] = reason
+        }
+    }
+
     /// Syncs with the database: an app whose `paused_reason` was cleared (`pgpush apps resume`) starts again.
     func sync(pausedInDatabase: Set<String>) {
         state.withLock { state in

@@ -24,6 +24,8 @@ public final class WorkerMetrics: Sendable {
     let leasesLost = Counter(label: "pgpush_leases_lost_total")
     /// Chunk results waiting to be written (grows while PostgreSQL is unreachable).
     let unwrittenResults = Gauge(label: "pgpush_unwritten_results")
+    /// Jobs this worker failed after APNs refused their requests with a job-level error.
+    let jobsFailedByJobError = Counter(label: "pgpush_jobs_failed_total", dimensions: [("reason", "job_error")])
     /// Notifications this worker holds: in flight, waiting for their turn, or claimed ahead.
     let heldNotifications = Gauge(label: "pgpush_held_notifications")
     private let lastPoolCounters = Mutex<(goaways: Int, reconnects: Int)>((0, 0))

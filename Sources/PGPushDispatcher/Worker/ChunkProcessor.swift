@@ -21,7 +21,7 @@ struct ChunkProcessor: Sendable {
     /// Sends the chunk's tokens and returns its completion. `room` is told of every token that leaves the
     /// worker's hands (answered); the caller frees the rest when this returns. A token is not sent once the
     /// job's `expires_at` has passed (recorded as expired) or the job was cancelled (dropped).
-    func process(_ chunk: ClaimedChunk, room: RoomReservation, isCancelled: @escaping @Sendable (Int64) -> Bool) async throws -> ChunkCompletion {
+    func process(_ chunk: ClaimedChunk, room: RoomReservation, verdicts: JobVerdicts) async throws -> ChunkCompletion {
         let job = chunk.job
         var completion = ChunkCompletion(chunk: chunk)
         let tokens = try await store.tokens(of: chunk)
@@ -36,7 +36,11 @@ struct ChunkProcessor: Sendable {
             logger.warning("poison chunk recorded as failed", metadata: ["job": "\(chunk.jobID)", "chunk": "\(chunk.id)", "claims": "\(chunk.claims)"])
             return completion
         }
-        if isCancelled(chunk.jobID) { return completion }
+        if verdicts.isCancelled(chunk.jobID) { return completion }
+        if let reason = chunk.jobFailure ?? verdicts.failure(of: chunk.jobID) {
+            completion.outcomes = tokens.map { jobFailed($0, reason: reason, chunk: chunk, at: now) }
+            return completion
+        }
         guard let sender = await registry.sender(for: chunk.appID), !appHealth.isPaused(chunk.appID) else {
             completion.requeued = [RequeuedTokens(tokens: tokens, attempt: chunk.attempt, notBefore: now, lastReason: chunk.lastReason)]
             return completion
@@ -57,7 +61,11 @@ struct ChunkProcessor: Sendable {
             return true
         }
         for token in tokens {
-            if isCancelled(chunk.jobID) { break }
+            if verdicts.isCancelled(chunk.jobID) { break }
+            if let reason = verdicts.failure(of: chunk.jobID) {
+                tally.outcomes.append(jobFailed(token, reason: reason, chunk: chunk, at: Date()))
+                continue
+            }
             if stopSending.isSet || appHealth.isPaused(chunk.appID) {
                 tally.unsent.append(token)
                 continue
@@ -80,9 +88,14 @@ struct ChunkProcessor: Sendable {
             }
             // Checked per notification, right before it goes out: a chunk waiting on a rate limit or a slow
             // APNs can outlive its job's expiry or a cancel.
-            if isCancelled(chunk.jobID) {
+            if verdicts.isCancelled(chunk.jobID) {
                 sender.gate.release(overloaded: false, succeeded: false)
                 break
+            }
+            if let reason = verdicts.failure(of: chunk.jobID) {
+                sender.gate.release(overloaded: false, succeeded: false)
+                tally.outcomes.append(jobFailed(token, reason: reason, chunk: chunk, at: Date()))
+                continue
             }
             if expired(token) {
                 sender.gate.release(overloaded: false, succeeded: false)
@@ -91,7 +104,8 @@ struct ChunkProcessor: Sendable {
             let request = APNsRequest(
                 deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
                 collapseID: job.collapseID, apnsID: APNsID.make(jobID: chunk.jobID, token: token), payload: job.payload)
-            let (gate, metrics, appHealth, appID) = (sender.gate, self.metrics, self.appHealth, chunk.appID)
+            let (gate, metrics, appHealth, appID, jobID) = (sender.gate, self.metrics, self.appHealth, chunk.appID, chunk.jobID)
+            let appTopic = sender.app.topic
             let started = ContinuousClock.now
             answers.expectOne()
             await sender.pool.start(request) { outcome in
@@ -99,9 +113,11 @@ struct ChunkProcessor: Sendable {
                 let status = outcome.status
                 // The app's health is judged as answers arrive, not when the chunk ends: a misconfigured app
                 // must stop sending after its first few errors.
-                let classification = classify(outcome)
+                let classification = classify(outcome, topic: topic, appTopic: appTopic)
                 switch classification {
                 case .configurationError(let reason): appHealth.recordConfigurationError(appID, reason: reason)
+                case .jobError(let reason):
+                    if verdicts.recordJobError(jobID, reason: reason) { metrics.jobsFailedByJobError.increment() }
                 case .delivered: appHealth.recordSuccess(appID)
                 default: break
                 }
@@ -117,6 +133,12 @@ struct ChunkProcessor: Sendable {
         }
         metrics.recordSends(app: chunk.appID, tally.sends)
         return finish(tally, chunk: chunk, job: job, completion: completion)
+    }
+
+    /// A token not sent because its job failed with a job-level error: recorded with that reason.
+    private func jobFailed(_ token: String, reason: String, chunk: ClaimedChunk, at date: Date) -> FinalOutcome {
+        FinalOutcome(token: token, status: 0, reason: reason, apnsID: APNsID.make(jobID: chunk.jobID, token: token),
+                     attempt: chunk.attempt, sentAt: date)
     }
 
     /// One request's answer, classified once where it arrived.
@@ -161,7 +183,7 @@ struct ChunkProcessor: Sendable {
             final(reason)
             if reason == "BadDeviceToken" { tally.badDeviceTokens += 1 }
             tally.prune.append(PruneCandidate(token: token, status: status, reason: reason, apnsTimestamp: nil))
-        case .permanentFailure(let reason):
+        case .permanentFailure(let reason), .jobError(let reason):
             final(reason)
         case .configurationError:
             // The app is misconfigured, not this token: give it back; the app is paused (see AppHealth).

@@ -57,12 +57,7 @@ extension Worker {
                         failures = 0
                         for try await notification in notifications {
                             guard let job = Int64(notification.payload) else { continue }
-                            self.cancelledJobs.withLock { cancelled in
-                                // Bounded: a long-lived worker sees many cancels; forgetting old ones only
-                                // means a chunk of theirs stops at the claim or completion instead.
-                                if cancelled.count > 10_000 { cancelled.removeAll(keepingCapacity: true) }
-                                cancelled.insert(job)
-                            }
+                            self.verdicts.cancel(job)
                         }
                     }
                 }

@@ -98,9 +98,7 @@ extension Worker {
         var failures = 0
         while true {
             do {
-                let completion = try await processor.process(chunk, room: room) { [self] job in
-                    cancelledJobs.withLock { $0.contains(job) }
-                }
+                let completion = try await processor.process(chunk, room: room, verdicts: verdicts)
                 room.releaseRest()
                 hand(completion)
                 return
@@ -126,13 +124,34 @@ extension Worker {
         }
     }
 
-    /// Pauses requested by ``AppHealth`` (repeated configuration errors), written once each.
+    /// Pauses requested by ``AppHealth`` (repeated configuration errors) and job failures (job-level errors).
+    /// A write that fails while the database is down is kept and tried again on the next pass.
     func writePendingPauses() {
-        let pauses = appHealth.drainPauses()
-        guard !pauses.isEmpty else { return }
-        for (app, reason) in pauses {
+        for (app, reason) in appHealth.drainPauses() {
             logger.error("pausing app after repeated APNs configuration errors", metadata: ["app": "\(app)", "reason": "\(reason)"])
-            Task { _ = try? await self.store.pauseApp(app, reason: reason) }
+            Task {
+                do {
+                    _ = try await self.store.pauseApp(app, reason: reason)
+                } catch {
+                    self.logger.warning("could not write the pause yet; retrying", metadata: ["app": "\(app)"])
+                    self.appHealth.retryPause(app, reason: reason)
+                }
+            }
+        }
+        let failures = verdicts.failuresToWrite()
+        guard !failures.isEmpty, state.withLock({ !$0.writingJobFailures }) else { return }
+        state.withLock { $0.writingJobFailures = true }
+        Task {
+            defer { self.state.withLock { $0.writingJobFailures = false } }
+            for (job, reason) in failures {
+                do {
+                    try await self.store.failJob(job, reason: reason)
+                    self.verdicts.written(job)
+                    self.logger.error("job failed: APNs refuses its requests for every token", metadata: ["job": "\(job)", "reason": "\(reason)"])
+                } catch {
+                    self.logger.warning("could not record the job's failure yet; retrying", metadata: ["job": "\(job)"])
+                }
+            }
         }
     }
 }

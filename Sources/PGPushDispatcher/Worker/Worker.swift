@@ -27,8 +27,8 @@ public final class Worker: Service, Sendable {
     let wake: AsyncStream<Void>.Continuation
     let readiness = Atomic<Bool>(false)
     let scheduler: Mutex<WorkScheduler<ChunkCompletion>>
-    /// Jobs cancelled while this worker may hold their chunks (from NOTIFY): their tokens stop going out.
-    let cancelledJobs = Mutex<Set<Int64>>([])
+    /// Jobs cancelled or failed while this worker may hold their chunks: their tokens stop going out.
+    let verdicts = JobVerdicts()
     /// Set once the shutdown's grace period is over: a failing write stops retrying.
     let writesAbandoned = Atomic<Bool>(false)
     let shutdownStarted = Mutex<ContinuousClock.Instant?>(nil)
@@ -38,6 +38,7 @@ public final class Worker: Service, Sendable {
         var lastWrite: ContinuousClock.Instant?
         var largeJobFound = false
         var lastLargeJobLook: ContinuousClock.Instant?
+        var writingJobFailures = false
     }
 
     public init(configuration: WorkerConfiguration, client: PostgresClient, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger) {

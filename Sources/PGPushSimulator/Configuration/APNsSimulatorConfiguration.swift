@@ -26,6 +26,9 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var certificateTopics: [String] = []
     /// Topics accepted on token-authenticated connections; `nil` accepts any. Default `nil`.
     public var allowedTopics: Set<String>? = nil
+    /// Exact topics refused with `400 TopicDisallowed` whatever the authentication, e.g. `com.example.app.voip`
+    /// for a credential that does not cover VoIP. Default empty.
+    public var disallowedTopics: Set<String> = []
     /// Which device tokens are dead, malformed or registered for another topic.
     public var registry: SimulatorTokenRegistry = .init()
     /// Injected failures; none by default.

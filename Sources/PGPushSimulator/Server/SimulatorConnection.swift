@@ -165,7 +165,8 @@ final class SimulatorConnection: @unchecked Sendable {
                         now: Date) -> SimulatorResponse {
         let validator = SimulatorRequestValidator(
             tokenHexLength: dynamic.registry.tokenHexLength,
-            allowedTopics: server.configuration.allowedTopics)
+            allowedTopics: server.configuration.allowedTopics,
+            disallowedTopics: server.configuration.disallowedTopics)
         let request: ValidatedRequest
         switch validator.validate(headers: headers, body: body, certificateTopics: certificateTopics) {
         case .failure(let rejection):

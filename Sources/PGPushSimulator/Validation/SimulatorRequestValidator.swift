@@ -27,6 +27,7 @@ struct ValidatedRequest: Sendable, Hashable {
 struct SimulatorRequestValidator: Sendable {
     var tokenHexLength: ClosedRange<Int>
     var allowedTopics: Set<String>?
+    var disallowedTopics: Set<String> = []
 
     /// - Parameters:
     ///   - certificateTopics: `nil` for a token-auth connection; the certificate's topics (empty = any) otherwise.
@@ -96,6 +97,9 @@ struct SimulatorRequestValidator: Sendable {
         }
         if let topic, let pushType, !pushType.topicSuffix.isEmpty, !topic.hasSuffix(pushType.topicSuffix) {
             return .failure(.init(status: 400, reason: "BadTopic"))
+        }
+        if let topic, disallowedTopics.contains(topic) {
+            return .failure(.init(status: 400, reason: "TopicDisallowed"))
         }
         if let topic, let allowedTopics, certificateTopics == nil {
             let bundleID = pushType.map { String(topic.dropLast($0.topicSuffix.count)) } ?? topic

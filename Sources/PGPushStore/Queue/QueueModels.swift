@@ -27,11 +27,13 @@ public struct ClaimedChunk: Sendable, Hashable {
     public var estimatedTokens: Int
     /// The job it belongs to, read by the claim itself.
     public var job: JobDetails
+    /// Set when the job failed with a job-level error: its tokens are recorded with this reason, not sent.
+    public var jobFailure: String?
 
     public init(
         id: Int64, jobID: Int64, appID: String, priority: Int, seq: Int, kind: Kind, loToken: String? = nil,
         hiToken: String? = nil, tokens: [String], attempt: Int = 1, lastReason: String? = nil, claims: Int = 1,
-        estimatedTokens: Int, job: JobDetails
+        estimatedTokens: Int, job: JobDetails, jobFailure: String? = nil
     ) {
         self.id = id
         self.jobID = jobID
@@ -47,6 +49,7 @@ public struct ClaimedChunk: Sendable, Hashable {
         self.claims = claims
         self.estimatedTokens = estimatedTokens
         self.job = job
+        self.jobFailure = jobFailure
     }
 }
 

@@ -69,21 +69,23 @@ extension QueueStore {
              WHERE c.id = eligible.id AND eligible.before < \(budget.room) AND j.id = c.job_id
             RETURNING c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token,
                       coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims, c.estimated_tokens,
-                      j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags
+                      j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags,
+                      j.failure_reason
             """)
         // UPDATE … RETURNING does not keep the candidates' order; restore it so urgent chunks start first.
         return try rows.map { row in
             let (id, jobID, appID, priority, seq, kind, lo, hi, tokens, attempt, lastReason, claims, estimated,
-                 payload, pushType, apnsPriority, expiresAt, collapseID, userIDs, tags) = try row.decode(
+                 payload, pushType, apnsPriority, expiresAt, collapseID, userIDs, tags, failure) = try row.decode(
                 (Int64, Int64, String, Int, Int, String, String?, String?, [String], Int, String?, Int, Int,
-                 String, String, Int, Date?, String?, [String]?, [String]?).self)
+                 String, String, Int, Date?, String?, [String]?, [String]?, String?).self)
             let job = JobDetails(
                 id: jobID, appID: appID, payload: Array(payload.utf8), pushType: pushType, apnsPriority: apnsPriority,
                 expiresAt: expiresAt, collapseID: collapseID, userIDs: userIDs, tags: tags)
             return ClaimedChunk(
                 id: id, jobID: jobID, appID: appID, priority: priority, seq: seq,
                 kind: ClaimedChunk.Kind(rawValue: kind) ?? .tokens, loToken: lo, hiToken: hi, tokens: tokens,
-                attempt: attempt, lastReason: lastReason, claims: claims, estimatedTokens: estimated, job: job)
+                attempt: attempt, lastReason: lastReason, claims: claims, estimatedTokens: estimated, job: job,
+                jobFailure: failure)
         }.sorted { ($1.priority, $0.seq, $0.id) < ($0.priority, $1.seq, $1.id) }
     }
 
@@ -101,6 +103,15 @@ extension QueueStore {
              ORDER BY d.token
             """)
         return try rows.map { try $0.decode(String.self) }
+    }
+
+    /// Fails a job whose requests APNs refuses for every token (a job-level error): its remaining tokens are
+    /// recorded with `reason` instead of being sent, and it ends `failed` when its last chunk is written.
+    public func failJob(_ jobID: Int64, reason: String) async throws {
+        try await run("""
+            UPDATE push.jobs SET failure_reason = \(reason)
+             WHERE id = \(jobID) AND failure_reason IS NULL AND state IN ('queued', 'running')
+            """)
     }
 
     /// The states of jobs, by id.

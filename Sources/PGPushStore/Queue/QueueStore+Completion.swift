@@ -92,7 +92,8 @@ extension QueueStore {
                        answered = j.answered + d.answered, bad_device_tokens = j.bad_device_tokens + d.bad,
                        first_sent_at = least(j.first_sent_at, nullif(d.first_sent, 'epoch'::timestamptz)),
                        state = CASE WHEN j.state = 'running' AND NOT EXISTS (SELECT 1 FROM push.chunks c WHERE c.job_id = j.id)
-                                    THEN CASE WHEN j.delivered + d.delivered = 0 AND j.failed + d.failed + j.expired + d.expired > 0
+                                    THEN CASE WHEN j.failure_reason IS NOT NULL
+                                                OR (j.delivered + d.delivered = 0 AND j.failed + d.failed + j.expired + d.expired > 0)
                                               THEN 'failed' ELSE 'done' END
                                     ELSE j.state END,
                        finished_at = CASE WHEN j.state = 'running' AND NOT EXISTS (SELECT 1 FROM push.chunks c WHERE c.job_id = j.id)

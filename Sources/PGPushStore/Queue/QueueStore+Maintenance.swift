@@ -29,7 +29,8 @@ extension QueueStore {
                 try await self.run("SELECT push.ensure_delivery_partitions(3)", on: connection).first?.decode(Int32.self) ?? 0)
             report.jobsFinished = try await self.run("""
                 UPDATE push.jobs j
-                   SET state = CASE WHEN delivered = 0 AND failed + expired > 0 THEN 'failed' ELSE 'done' END,
+                   SET state = CASE WHEN failure_reason IS NOT NULL OR (delivered = 0 AND failed + expired > 0)
+                                    THEN 'failed' ELSE 'done' END,
                        finished_at = now()
                  WHERE j.state = 'running' AND NOT EXISTS (SELECT 1 FROM push.chunks c WHERE c.job_id = j.id)
                 RETURNING j.id

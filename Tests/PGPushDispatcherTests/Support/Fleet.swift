@@ -26,7 +26,7 @@ struct Fleet: Sendable {
         try await TestDatabase.with(cluster: cluster) { db in
             let directory = NSTemporaryDirectory() + "pgpush-fleet-\(UUID().uuidString)"
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: directory) }
+            defer { if ProcessInfo.processInfo.environment["PGPUSH_KEEP_FLEET"] == nil { try? FileManager.default.removeItem(atPath: directory) } }
             let key = P256.Signing.PrivateKey()
             let keyPath = directory + "/AuthKey.p8"
             try key.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)

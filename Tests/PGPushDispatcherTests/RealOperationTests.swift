@@ -1,0 +1,83 @@
+import Foundation
+import PGPushSimulator
+import PGPushTestSupport
+import PostgresNIO
+import Testing
+
+/// The failure cases outside the first tests, as a user meets them: a job-level APNs error beside a healthy
+/// job, a worker restarted under the same id, and a cancel while a dead worker holds the job's chunks.
+extension EndToEndTests {
+    @Suite(.timeLimit(.minutes(5)))
+    struct RealOperationTests {
+        @Test func aJobLevelErrorFailsTheJobAndTheAppsOtherJobsGoOn() async throws {
+            try await Fleet.with(configure: { $0.disallowedTopics = ["com.example.app.voip"] }) { fleet in
+                try await fleet.createApp()
+                try await fleet.registerDevices(3000)
+                let voip = try await fleet.enqueue(", push_type => 'voip'")
+                let alert = try await fleet.enqueue()
+                let worker = try fleet.startWorker()
+                #expect(try await fleet.waitForJob(voip, timeout: .seconds(120)) == "failed", "\(worker.log.suffix(1500))")
+                #expect(try await fleet.waitForJob(alert, timeout: .seconds(120)) == "done", "\(worker.log.suffix(1500))")
+                await worker.stop()
+                #expect(try await fleet.count("SELECT count(*) FROM push.apps WHERE paused_reason IS NOT NULL") == 0, "the app is not paused")
+                #expect(try await fleet.count("SELECT count(*) FROM push.job_progress WHERE job_id = \(voip) AND failure_reason = 'TopicDisallowed'") == 1)
+                // Every token of the failed job has one outcome with the reason; only a handful were sent.
+                #expect(try await fleet.count("SELECT count(*) FROM push.deliveries WHERE job_id = \(voip) AND reason = 'TopicDisallowed'") == 3000)
+                let sent = try await fleet.count("SELECT count(*) FROM push.deliveries WHERE job_id = \(voip) AND status = 400")
+                #expect(sent >= 3 && sent <= 48, "requests the VoIP job sent before it failed: \(sent)")
+                #expect(try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(alert)") == 3000)
+            }
+        }
+
+        @Test func aWorkerRestartedUnderTheSameIdLetsItsOldLeasesBeRescued() async throws {
+            try await Fleet.with(configure: { $0.faults.latency = .fixed(.milliseconds(20)) }) { fleet in
+                try await fleet.createApp()
+                try await fleet.registerDevices(8000)
+                let job = try await fleet.enqueue()
+                let flags = ["--lease", "5", "--heartbeat-interval", "1"]
+                let first = try fleet.startWorker(flags, id: "pod-0")
+                try await SchedulingTests.waitUntilDelivered(fleet, job: job, atLeast: 1000)
+                #expect(try await fleet.count("SELECT count(*) FROM push.chunks WHERE locked_by IS NOT NULL") > 0)
+                first.signal(SIGKILL)
+                _ = await first.waitForExit(timeout: .seconds(10))
+                let restarted = ContinuousClock.now
+                let second = try fleet.startWorker(flags, id: "pod-0")
+                // Within the lease plus 60 s of the restart.
+                #expect(try await fleet.waitForJob(job, timeout: .seconds(65)) == "done", "\(second.log.suffix(1500))")
+                #expect(ContinuousClock.now - restarted < .seconds(65))
+                await second.stop()
+                #expect(try await fleet.count("SELECT count(*) FROM push.deliveries WHERE job_id = \(job)") == 8000)
+                #expect(try await fleet.count("SELECT count(DISTINCT token) FROM push.deliveries WHERE job_id = \(job)") == 8000)
+                #expect(try await fleet.count("SELECT count(*) FROM push.workers WHERE id = 'pod-0'") <= 1, "the id stays readable, one row")
+            }
+        }
+
+        @Test func aCancelWhileADeadWorkerHoldsTheChunksSendsNothingMore() async throws {
+            try await Fleet.with(configure: { $0.faults.latency = .fixed(.milliseconds(20)) }) { fleet in
+                try await fleet.createApp()
+                try await fleet.registerDevices(10_000)
+                let job = try await fleet.enqueue()
+                let flags = ["--lease", "3", "--heartbeat-interval", "1"]
+                let crashed = try fleet.startWorker(flags, id: "crashed")
+                try await SchedulingTests.waitUntilDelivered(fleet, job: job, atLeast: 500)
+                crashed.signal(SIGKILL)
+                _ = await crashed.waitForExit(timeout: .seconds(10))
+                // What the dead worker had in flight still gets its (delayed) answer; that is not "after".
+                try await Task.sleep(for: .milliseconds(500))
+                #expect(try await fleet.count("SELECT count(*) FROM push.chunks WHERE locked_by IS NOT NULL") > 0, "the dead worker held chunks")
+                #expect(try await fleet.count("SELECT push.cancel(\(job))::int::int8") == 1)
+                let acceptedAtCancel = fleet.simulator.ledger.acceptedCount
+                let rescuer = try fleet.startWorker(flags, id: "rescuer")
+                // Past the dead worker's lease, and a few maintenance passes.
+                try await Task.sleep(for: .seconds(8))
+                #expect(fleet.simulator.ledger.acceptedCount == acceptedAtCancel, "notifications sent after the cancel")
+                #expect(try await fleet.count("SELECT count(*) FROM push.chunks WHERE job_id = \(job)") == 0, "maintenance dropped them")
+                #expect(try await fleet.count("SELECT count(*) FROM push.jobs WHERE id = \(job) AND state = 'cancelled'") == 1)
+                await rescuer.stop()
+                // The counts stay true: every recorded outcome is counted once.
+                #expect(try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)")
+                        == fleet.count("SELECT count(*) FROM push.deliveries WHERE job_id = \(job) AND status = 200"))
+            }
+        }
+    }
+}
