@@ -24,6 +24,8 @@ final class BroadcastRig: @unchecked Sendable {
         /// Extra `pgpush worker` flags (chunk size, connections per app, …).
         var workerArguments: [String] = []
         var logger: Logger
+        /// How long the in-process simulator waits before each answer (ignored with an external simulator).
+        var simulatorLatency: SimulatorLatency = .none
     }
 
     /// How many devices of each kind were registered.
@@ -90,6 +92,7 @@ final class BroadcastRig: @unchecked Sendable {
             var simulatorConfiguration = APNsSimulatorConfiguration()
             simulatorConfiguration.certificateDirectory = "\(directory)/simulator"
             simulatorConfiguration.tokenKeys = [SimulatorTokenKey(teamID: teamID, keyID: keyID, publicKey: publicKey!)]
+            simulatorConfiguration.faults.latency = configuration.simulatorLatency
             var simulatorLogger = logger
             simulatorLogger.logLevel = .warning
             let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: simulatorLogger)
