@@ -194,14 +194,20 @@ final class BroadcastRig: @unchecked Sendable {
         for worker in lock.withLock({ workers }) { worker.samplePeakRSS() }
     }
 
+    /// The running workers' CPU time so far (user + system), or `nil` if one of them cannot be read.
+    func workerCPUSeconds() -> Double? {
+        let samples = lock.withLock { workers }.map { $0.cpuSeconds() }
+        let values = samples.compactMap { $0 }
+        return values.count == samples.count && !values.isEmpty ? values.reduce(0, +) : nil
+    }
+
     /// SIGTERMs every worker at once, then collects their reports (with those of replaced workers).
     func stopWorkers() async -> [WorkerProcess.Report] {
         let stopping = lock.withLock { () -> [WorkerProcess] in
             defer { workers = [] }
             return workers
         }
-        for worker in stopping { worker.samplePeakRSS() }
-        for worker in stopping where worker.isRunning { kill(worker.pid, SIGTERM) }
+        for worker in stopping { worker.terminate() }
         var reports = replacedWorkers
         replacedWorkers = []
         for worker in stopping { reports.append(await worker.stop()) }
