@@ -139,10 +139,16 @@ final class BroadcastRig: @unchecked Sendable {
         try await run("ANALYZE push.devices")
     }
 
-    /// Enqueues a broadcast to every device of the app (or to those of `userIDs`) and returns the job id.
-    func enqueue(userIDs: [String]? = nil) async throws -> Int64 {
-        let payload = #"{"aps":{"alert":{"title":"pgpush","body":"Hello from the pgpush demo"}}}"#
-        let rows = try await query("SELECT push.enqueue(\(appID), \(payload)::jsonb, user_ids => \(userIDs))")
+    /// The notification every rig job sends.
+    static let payload = #"{"aps":{"alert":{"title":"pgpush","body":"Hello from the pgpush demo"}}}"#
+
+    /// Enqueues a broadcast to every device of the app (or to those of `userIDs`, or those with all of `tags`)
+    /// and returns the job id.
+    func enqueue(userIDs: [String]? = nil, tags: [String]? = nil, priority: Int = 0) async throws -> Int64 {
+        let rows = try await query("""
+            SELECT push.enqueue(\(appID), \(Self.payload)::jsonb, user_ids => \(userIDs), tags => \(tags),
+                                priority => \(priority)::int)
+            """)
         guard let row = rows.first else { throw EmbeddedError("push.enqueue returned nothing") }
         return try row.decode(Int64.self)
     }
@@ -183,6 +189,9 @@ final class BroadcastRig: @unchecked Sendable {
             try startWorker(id: worker.id + "r")
         }
     }
+
+    /// The running workers' ids (their `push.workers` ids).
+    var workerIDs: [String] { lock.withLock { workers.map(\.id) } }
 
     /// The last lines of every running worker's log, for error messages.
     func workerLogTail() -> String {
@@ -235,6 +244,13 @@ final class BroadcastRig: @unchecked Sendable {
     private func reconnectForCleanup() async throws -> PostgresConnection {
         try await PostgresConnection.connect(
             configuration: try DatabaseURL(databaseURL).connectionConfiguration(), id: 2, logger: logger)
+    }
+
+    /// A further connection to the rig's database (after ``setUp()``), for producers that must not share the
+    /// rig's own; the caller closes it.
+    func openConnection(id: Int) async throws -> PostgresConnection {
+        try await PostgresConnection.connect(
+            configuration: try DatabaseURL(databaseURL).connectionConfiguration(), id: id, logger: logger)
     }
 
     /// The simulator's accepted count and duplicated tokens, when it runs in-process.
