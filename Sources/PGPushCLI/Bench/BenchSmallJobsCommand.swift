@@ -19,7 +19,8 @@ struct BenchSmallJobsCommand: AsyncParsableCommand {
             Figures:
               jobs/s          jobs ÷ (max(finished_at) − min(created_at)) over the jobs; created_at is the
                               start of each producer's transaction
-              latency         enqueue→first send (push.job_latency) p50/p99/max over the jobs
+              latency         enqueue→first send (push.job_latency) min/p50/p99/max over the jobs; the
+                              send time is that of the answer, so min ≥ the simulator's delay
               job states      every job must be done, and push.deliveries must hold exactly one row per job
               statements/job  the workers' PostgreSQL statements (their `worker stopped` log line) ÷ jobs: the
                               TOTAL, startup, warm-up, idle polls and maintenance included (the worker reports
