@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PGPushSimulator
 
 /// `pgpush bench broadcast`: one broadcast end to end through real workers, PostgreSQL and the simulator.
 struct BenchBroadcastCommand: AsyncParsableCommand {
@@ -20,9 +21,11 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
               statements/1k   PostgreSQL statements of the broadcast's workers (from their `worker stopped`
                               log line: startup, polls and maintenance included) per 1,000 tokens
               simulator       accepted notifications and duplicated tokens (in-process simulator only)
+              sim. latency    the in-process simulator's delay before each answer (--latency-ms)
 
             Examples:
               pgpush bench broadcast --devices 1000000 --workers 1
+              pgpush bench broadcast --devices 100000 --latency-ms 20-40
               pgpush bench broadcast --devices 100000 --workers 2 --chunk-size 2000 --json
 
             Exit codes: 0 measured, 1 the broadcast failed or timed out, 130 interrupted, 64 bad usage.
@@ -61,6 +64,8 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
     @Option(help: "With an external simulator: the key's 10-character key id.")
     var keyId: String?
 
+    @OptionGroup var simulatorLatency: SimulatorLatencyOptions
+
     @Option(help: "Give up after this many seconds.")
     var timeout: Double = 1800
 
@@ -82,6 +87,9 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
         if simulatorEndpoint == nil, keyFlags != 0 {
             throw ValidationError("--key-file, --team-id and --key-id only apply with --simulator-endpoint")
         }
+        if simulatorEndpoint != nil, simulatorLatency.latencyMs != nil {
+            throw ValidationError("--latency-ms only applies to the in-process simulator, not with --simulator-endpoint")
+        }
     }
 
     func run() async throws {
@@ -92,9 +100,11 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
         if let keyFile, let teamId, let keyId { configuration.externalKey = (keyFile, teamId, keyId) }
         if let chunkSize { configuration.workerArguments += ["--chunk-size", String(chunkSize)] }
         if let connectionsPerApp { configuration.workerArguments += ["--connections-per-app", String(connectionsPerApp)] }
+        configuration.simulatorLatency = try simulatorLatency.latency
         let rig = try BroadcastRig(configuration: configuration)
         let plan = BenchBroadcastPlan(
             devices: devices, workers: workers, latencySamples: latencySamples, timeout: .seconds(fromOption: timeout),
+            simulatorLatency: simulatorEndpoint == nil ? configuration.simulatorLatency : nil,
             progress: json ? nil : FileHandle.standardError)
         let report: BenchBroadcastReport
         do {

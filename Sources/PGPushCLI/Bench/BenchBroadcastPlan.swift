@@ -1,4 +1,5 @@
 import Foundation
+import PGPushSimulator
 
 /// The steps of `pgpush bench broadcast`, separate from argument parsing.
 struct BenchBroadcastPlan: Sendable {
@@ -6,6 +7,8 @@ struct BenchBroadcastPlan: Sendable {
     var workers: Int
     var latencySamples: Int
     var timeout: Duration
+    /// The in-process simulator's answer delay, for the report; `nil` with an external simulator.
+    var simulatorLatency: SimulatorLatency?
     /// Where progress lines go; `nil` keeps quiet (JSON output).
     var progress: FileHandle?
 
@@ -46,6 +49,7 @@ struct BenchBroadcastPlan: Sendable {
         return BenchBroadcastReport(
             devices: devices,
             workers: workers,
+            simulatorLatency: simulatorLatency,
             jobState: final.state,
             tokens: final.processed,
             delivered: final.delivered,

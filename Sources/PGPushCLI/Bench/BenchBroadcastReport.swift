@@ -1,9 +1,12 @@
 import Foundation
+import PGPushSimulator
 
 /// What `pgpush bench broadcast` measured.
 struct BenchBroadcastReport: Sendable {
     var devices: Int
     var workers: Int
+    /// The in-process simulator's answer delay; `nil` with an external simulator.
+    var simulatorLatency: SimulatorLatency?
     var jobState: String
     /// Final outcomes of the broadcast (delivered + failed).
     var tokens: Int64
@@ -55,6 +58,7 @@ struct BenchBroadcastReport: Sendable {
     var json: [String: Any] {
         [
             "devices": devices, "workers": workers, "job_state": jobState, "tokens": tokens,
+            "simulator_latency_ms": jsonValue(simulatorLatency?.json),
             "delivered": delivered, "failed": failed, "job_seconds": jsonValue(jobSeconds),
             "tokens_per_second": jsonValue(tokensPerSecond),
             "latency_samples": latencySeconds.count,
@@ -75,6 +79,7 @@ struct BenchBroadcastReport: Sendable {
         var table = Table(["figure", "value"])
         table.append(["devices", String(devices)])
         table.append(["workers", String(workers)])
+        table.append(["simulator latency", simulatorLatency?.label ?? "external simulator"])
         if workersReplaced > 0 { table.append(["workers replaced (exited on their own)", String(workersReplaced)]) }
         table.append(["job state", jobState])
         table.append(["tokens (delivered + failed)", "\(tokens)"])

@@ -6,7 +6,7 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "bench",
         abstract: "Measure pgpush components under load.",
         subcommands: [
-            BenchTransportCommand.self, BenchBroadcastCommand.self,
+            BenchTransportCommand.self, BenchBroadcastCommand.self, BenchSmallJobsCommand.self, BenchMixedCommand.self,
             TransportBenchSimulatorCommand.self, BenchProviderTokenCommand.self,
         ]
     )

@@ -22,6 +22,7 @@ struct TransportBenchSimulatorCommand: AsyncParsableCommand {
     /// Load generators such as h2load open many streams before the server's first SETTINGS arrive; APNs' one
     /// stream before authentication would make them fail, so a baseline run raises it.
     @Option(name: .customLong("streams-before-auth")) var streamsBeforeAuth: Int = 1
+    @OptionGroup var simulatorLatency: SimulatorLatencyOptions
 
     func run() async throws {
         var logger = Logger(label: "pgpush.bench.simulator")
@@ -32,12 +33,14 @@ struct TransportBenchSimulatorCommand: AsyncParsableCommand {
         configuration.ledgerEnabled = false
         configuration.threadCount = threads
         configuration.streamsBeforeAuth = streamsBeforeAuth
+        let latency = try simulatorLatency.latency
+        configuration.faults.latency = latency
         configuration.tokenKeys = [
             try SimulatorTokenKey(teamID: teamID, keyID: keyID, pem: try String(contentsOfFile: keyFile, encoding: .utf8))
         ]
         let simulator = APNsSimulator(configuration: configuration, logger: logger)
         let boundPort = try await simulator.start()
-        print("listening on 127.0.0.1:\(boundPort) ca=\(simulator.caCertificatePath)")
+        print("listening on 127.0.0.1:\(boundPort) ca=\(simulator.caCertificatePath) latency=\(latency.label)")
         try? await Task.sleep(for: .seconds(duration))
         await simulator.shutdown()
         print(simulator.summary)

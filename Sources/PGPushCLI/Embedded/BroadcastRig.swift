@@ -24,6 +24,8 @@ final class BroadcastRig: @unchecked Sendable {
         /// Extra `pgpush worker` flags (chunk size, connections per app, …).
         var workerArguments: [String] = []
         var logger: Logger
+        /// How long the in-process simulator waits before each answer (ignored with an external simulator).
+        var simulatorLatency: SimulatorLatency = .none
     }
 
     /// How many devices of each kind were registered.
@@ -90,6 +92,7 @@ final class BroadcastRig: @unchecked Sendable {
             var simulatorConfiguration = APNsSimulatorConfiguration()
             simulatorConfiguration.certificateDirectory = "\(directory)/simulator"
             simulatorConfiguration.tokenKeys = [SimulatorTokenKey(teamID: teamID, keyID: keyID, publicKey: publicKey!)]
+            simulatorConfiguration.faults.latency = configuration.simulatorLatency
             var simulatorLogger = logger
             simulatorLogger.logLevel = .warning
             let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: simulatorLogger)
@@ -136,10 +139,16 @@ final class BroadcastRig: @unchecked Sendable {
         try await run("ANALYZE push.devices")
     }
 
-    /// Enqueues a broadcast to every device of the app (or to those of `userIDs`) and returns the job id.
-    func enqueue(userIDs: [String]? = nil) async throws -> Int64 {
-        let payload = #"{"aps":{"alert":{"title":"pgpush","body":"Hello from the pgpush demo"}}}"#
-        let rows = try await query("SELECT push.enqueue(\(appID), \(payload)::jsonb, user_ids => \(userIDs))")
+    /// The notification every rig job sends.
+    static let payload = #"{"aps":{"alert":{"title":"pgpush","body":"Hello from the pgpush demo"}}}"#
+
+    /// Enqueues a broadcast to every device of the app (or to those of `userIDs`, or those with all of `tags`)
+    /// and returns the job id.
+    func enqueue(userIDs: [String]? = nil, tags: [String]? = nil, priority: Int = 0) async throws -> Int64 {
+        let rows = try await query("""
+            SELECT push.enqueue(\(appID), \(Self.payload)::jsonb, user_ids => \(userIDs), tags => \(tags),
+                                priority => \(priority)::int)
+            """)
         guard let row = rows.first else { throw EmbeddedError("push.enqueue returned nothing") }
         return try row.decode(Int64.self)
     }
@@ -181,6 +190,9 @@ final class BroadcastRig: @unchecked Sendable {
         }
     }
 
+    /// The running workers' ids (their `push.workers` ids).
+    var workerIDs: [String] { lock.withLock { workers.map(\.id) } }
+
     /// The last lines of every running worker's log, for error messages.
     func workerLogTail() -> String {
         lock.withLock { workers }.map { "\($0.id):\n\($0.logTail())" }.joined(separator: "\n")
@@ -191,14 +203,20 @@ final class BroadcastRig: @unchecked Sendable {
         for worker in lock.withLock({ workers }) { worker.samplePeakRSS() }
     }
 
+    /// The running workers' CPU time so far (user + system), or `nil` if one of them cannot be read.
+    func workerCPUSeconds() -> Double? {
+        let samples = lock.withLock { workers }.map { $0.cpuSeconds() }
+        let values = samples.compactMap { $0 }
+        return values.count == samples.count && !values.isEmpty ? values.reduce(0, +) : nil
+    }
+
     /// SIGTERMs every worker at once, then collects their reports (with those of replaced workers).
     func stopWorkers() async -> [WorkerProcess.Report] {
         let stopping = lock.withLock { () -> [WorkerProcess] in
             defer { workers = [] }
             return workers
         }
-        for worker in stopping { worker.samplePeakRSS() }
-        for worker in stopping where worker.isRunning { kill(worker.pid, SIGTERM) }
+        for worker in stopping { worker.terminate() }
         var reports = replacedWorkers
         replacedWorkers = []
         for worker in stopping { reports.append(await worker.stop()) }
@@ -226,6 +244,13 @@ final class BroadcastRig: @unchecked Sendable {
     private func reconnectForCleanup() async throws -> PostgresConnection {
         try await PostgresConnection.connect(
             configuration: try DatabaseURL(databaseURL).connectionConfiguration(), id: 2, logger: logger)
+    }
+
+    /// A further connection to the rig's database (after ``setUp()``), for producers that must not share the
+    /// rig's own; the caller closes it.
+    func openConnection(id: Int) async throws -> PostgresConnection {
+        try await PostgresConnection.connect(
+            configuration: try DatabaseURL(databaseURL).connectionConfiguration(), id: id, logger: logger)
     }
 
     /// The simulator's accepted count and duplicated tokens, when it runs in-process.

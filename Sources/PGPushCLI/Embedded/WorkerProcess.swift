@@ -12,10 +12,13 @@ final class WorkerProcess: @unchecked Sendable {
         var tokensSent: Int?
         var statements: Int?
         var peakRSSKilobytes: Int?
+        /// User + system CPU time right before the SIGTERM of ``WorkerProcess/stop(timeout:)``, so the drain and
+        /// exit are not counted.
+        var cpuSeconds: Double?
 
         var json: [String: Any] {
             ["id": id, "exit_status": exitStatus, "tokens_sent": jsonValue(tokensSent), "statements": jsonValue(statements),
-             "peak_rss_kb": jsonValue(peakRSSKilobytes)]
+             "peak_rss_kb": jsonValue(peakRSSKilobytes), "cpu_seconds": jsonValue(cpuSeconds)]
         }
     }
 
@@ -23,6 +26,8 @@ final class WorkerProcess: @unchecked Sendable {
     let logPath: String
     private let process = Process()
     private var peakRSS: Int?
+    private var lastCPUSeconds: Double?
+    private var signalled = false
 
     /// Starts `<this executable> worker <arguments>`; its standard output and error go to `logPath`.
     init(id: String, arguments: [String], logPath: String) throws {
@@ -64,10 +69,36 @@ final class WorkerProcess: @unchecked Sendable {
         return peakRSS
     }
 
-    /// SIGTERM (the worker drains and exits 0), then SIGKILL if it outlives `timeout`; returns what it reported.
-    func stop(timeout: Duration = .seconds(45)) async -> Report {
+    /// User + system CPU time the worker has used so far (`utime` + `stime`, fields 14 and 15 of
+    /// `/proc/<pid>/stat`, in clock ticks); `nil` once it has exited or where there is no /proc. The last sample is
+    /// what ``stop(timeout:)`` reports.
+    @discardableResult
+    func cpuSeconds() -> Double? {
+        guard process.isRunning, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let nameEnd = stat.lastIndex(of: ")")
+        else { return nil }
+        // After the command name (which may hold spaces) come the fields from 3 (state) on.
+        let fields = stat[stat.index(after: nameEnd)...].split(separator: " ")
+        let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]), ticksPerSecond > 0
+        else { return nil }
+        let seconds = (user + system) / ticksPerSecond
+        lastCPUSeconds = seconds
+        return seconds
+    }
+
+    /// Samples memory and CPU, then sends SIGTERM (once): the worker drains and exits 0.
+    func terminate() {
         samplePeakRSS()
-        if process.isRunning { kill(pid, SIGTERM) }
+        guard process.isRunning, !signalled else { return }
+        cpuSeconds()
+        signalled = true
+        kill(pid, SIGTERM)
+    }
+
+    /// ``terminate()``, then SIGKILL if it outlives `timeout`; returns what it reported.
+    func stop(timeout: Duration = .seconds(45)) async -> Report {
+        terminate()
         let deadline = ContinuousClock.now + timeout
         while process.isRunning && ContinuousClock.now < deadline {
             // Sleeping in a detached way: cleanup runs even when the caller was cancelled.
@@ -77,7 +108,8 @@ final class WorkerProcess: @unchecked Sendable {
             kill(pid, SIGKILL)
         }
         process.waitUntilExit()
-        var report = Report(id: id, exitStatus: process.terminationStatus, peakRSSKilobytes: peakRSS)
+        var report = Report(
+            id: id, exitStatus: process.terminationStatus, peakRSSKilobytes: peakRSS, cpuSeconds: lastCPUSeconds)
         if let stopped = Self.stoppedLine(in: logPath) {
             report.tokensSent = (stopped["tokens_sent"] as? String).flatMap { Int($0) }
             report.statements = (stopped["statements"] as? String).flatMap { Int($0) }

@@ -1,0 +1,52 @@
+import ArgumentParser
+import PGPushSimulator
+
+/// `--latency-ms N|MIN-MAX` of the bench modes that run the simulator in this process: real APNs answers in
+/// tens of milliseconds, and a loopback simulator that answers at once hides how the worker overlaps waits.
+struct SimulatorLatencyOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Delay each answer of the in-process simulator: N or MIN-MAX milliseconds (0 = none).", valueName: "ms"))
+    var latencyMs: String?
+
+    /// Parsed in `validate()` so a bad value is a usage error before anything starts.
+    func validate() throws {
+        _ = try latency
+    }
+
+    /// The delay to put into the simulator's `faults.latency`.
+    var latency: SimulatorLatency {
+        get throws { try latencyMs.map(SimulatorCommand.parseLatency) ?? .none }
+    }
+}
+
+extension SimulatorLatency {
+    /// Lower and upper bound in milliseconds (both 0 for none).
+    var millisecondBounds: (min: Double, max: Double) {
+        switch self {
+        case .none: (0, 0)
+        case .fixed(let delay): (delay.milliseconds, delay.milliseconds)
+        case .uniform(let low, let high): (low.milliseconds, high.milliseconds)
+        }
+    }
+
+    /// For reports: `none`, `40 ms` or `5-20 ms`.
+    var label: String {
+        let (low, high) = millisecondBounds
+        func format(_ value: Double) -> String { value == value.rounded() ? String(Int(value)) : String(value) }
+        switch self {
+        case .none: return "none"
+        case .fixed: return "\(format(low)) ms"
+        case .uniform: return "\(format(low))-\(format(high)) ms"
+        }
+    }
+
+    /// For `--json`: `{"min": …, "max": …}` in milliseconds.
+    var json: [String: Any] {
+        let (low, high) = millisecondBounds
+        return ["min": low, "max": high]
+    }
+}
+
+private extension Duration {
+    var milliseconds: Double { seconds * 1000 }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import PostgresNIO
+
+/// Many small jobs on one rig: `pgpush bench small-jobs` and `pgpush bench mixed`.
+extension BroadcastRig {
+    /// Registers `count` devices, each with its own user id `<userPrefix><n>` (n from 1), in one statement.
+    /// Tokens start with `5a`, so they never collide with the broadcast devices (`00…`) or the warm-up ones (`fe…`).
+    func registerUserDevices(count: Int, userPrefix: String = "u") async throws {
+        guard count > 0 else { return }
+        try await query("""
+            INSERT INTO push.devices (app_id, token, user_id)
+            SELECT \(appID), '5a' || lpad(to_hex(g), 62, '0'), \(userPrefix) || g FROM generate_series(1, \(count)) g
+            """)
+    }
+
+    /// Registers `count` live devices carrying `tags` and no user id, in one statement.
+    func registerTaggedDevices(count: Int, tags: [String]) async throws {
+        guard count > 0 else { return }
+        try await query("""
+            INSERT INTO push.devices (app_id, token, tags)
+            SELECT \(appID), lpad(to_hex(g), 64, '0'), \(tags)::text[] FROM generate_series(1, \(count)) g
+            """)
+    }
+
+    /// Waits until every running worker has registered in `push.workers`, then sends one one-token job per
+    /// worker (fresh `warmup-<n>` users) and waits for them: connection setup and provider-token signing are
+    /// then behind the workers, not in what is measured. Which worker takes which warm-up job is up to them.
+    func warmUpWorkers(timeout: Duration) async throws {
+        let ids = workerIDs
+        let deadline = ContinuousClock.now + timeout
+        while try await query("SELECT count(*) FROM push.workers WHERE id = ANY(\(ids))").first?.decode(Int64.self) ?? 0
+                < ids.count {
+            guard ContinuousClock.now < deadline else {
+                throw EmbeddedError("workers did not register within \(timeout); worker log:\n\(workerLogTail())")
+            }
+            try await checkWorkersAlive()
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        // A fresh prefix per call, so a second warm-up (or a second run on a shared database) registers new devices.
+        let round = UUID().uuidString.prefix(8).lowercased()
+        let users = ids.indices.map { "warmup-\(round)-\($0 + 1)" }
+        try await query("""
+            INSERT INTO push.devices (app_id, token, user_id)
+            SELECT \(appID), 'fe' || \(round) || lpad(to_hex(g), 54, '0'), (\(users)::text[])[g]
+              FROM generate_series(1, \(users.count)) g
+            """)
+        var jobs: [Int64] = []
+        for user in users { jobs.append(try await enqueue(userIDs: [user])) }
+        let states = try await waitForJobs(jobs, interval: .milliseconds(20), timeout: deadline - .now)
+        guard states.keys.allSatisfy({ $0 == "done" }) else {
+            throw EmbeddedError("warm-up jobs ended \(states); worker log:\n\(workerLogTail())")
+        }
+    }
+
+    /// How many of `jobs` are in each state.
+    func jobStates(_ jobs: [Int64]) async throws -> [String: Int] {
+        let rows = try await query("SELECT state, count(*) FROM push.jobs WHERE id = ANY(\(jobs)) GROUP BY state")
+        var states: [String: Int] = [:]
+        for row in rows {
+            let (state, count) = try row.decode((String, Int64).self)
+            states[state] = Int(count)
+        }
+        return states
+    }
+
+    /// Polls the jobs' states every `interval` until none is queued or running and returns them; throws after
+    /// `timeout` or when a worker dies. Samples the workers' memory on the way.
+    @discardableResult
+    func waitForJobs(
+        _ jobs: [Int64], interval: Duration, timeout: Duration, observe: ([String: Int]) -> Void = { _ in }
+    ) async throws -> [String: Int] {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let states = try await jobStates(jobs)
+            observe(states)
+            if states["queued", default: 0] + states["running", default: 0] == 0 { return states }
+            guard ContinuousClock.now < deadline else {
+                throw EmbeddedError("\(jobs.count) jobs did not finish within \(timeout): \(Self.describe(states))")
+            }
+            try await checkWorkersAlive()
+            sampleWorkerMemory()
+            try await Task.sleep(for: interval)
+        }
+    }
+
+    /// `done 180, running 20`, in a fixed order.
+    static func describe(_ states: [String: Int]) -> String {
+        let order = ["queued", "running", "done", "failed", "cancelled"]
+        return states.sorted { (order.firstIndex(of: $0.key) ?? 9, $0.key) < (order.firstIndex(of: $1.key) ?? 9, $1.key) }
+            .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+    }
+
+    /// Enqueue→first send (`push.job_latency`) of each of `jobs` that sent something, in seconds.
+    func firstSendLatencies(_ jobs: [Int64]) async throws -> [Double] {
+        try await query("""
+            SELECT extract(epoch FROM enqueue_to_first_send)::float8 FROM push.job_latency
+             WHERE job_id = ANY(\(jobs)) AND enqueue_to_first_send IS NOT NULL
+            """).map { try $0.decode(Double.self) }
+    }
+
+    /// Rows of `push.deliveries` for `jobs`, and how many distinct jobs they belong to.
+    func outcomeCounts(_ jobs: [Int64]) async throws -> (rows: Int, jobs: Int) {
+        let rows = try await query("""
+            SELECT count(*), count(DISTINCT job_id) FROM push.deliveries WHERE job_id = ANY(\(jobs))
+            """)
+        guard let row = rows.first else { return (0, 0) }
+        let (count, distinct) = try row.decode((Int64, Int64).self)
+        return (Int(count), Int(distinct))
+    }
+
+    /// The job's first send time is known: a worker has written its first outcomes.
+    func hasSent(_ job: Int64) async throws -> Bool {
+        try await query("SELECT first_sent_at IS NOT NULL FROM push.jobs WHERE id = \(job)").first?.decode(Bool.self) ?? false
+    }
+}
