@@ -13,6 +13,7 @@ let migrationFiles = [
     "0004_partitions.sql",
     "0005_roles.sql",
     "0006_scheduler.sql",
+    "0007_app_valve.sql",
 ]
 
 let package = Package(

@@ -54,7 +54,7 @@ extension EndToEndTests {
                 await worker.stop()
                 #expect(try await fleet.count("SELECT count(*) FROM push.devices") == 1500)
                 #expect(try await fleet.count("SELECT count(*) FROM push.pruned_devices") == 0)
-                #expect(try await fleet.count("SELECT count(*) FROM push.jobs WHERE prune_suppressed") == 1)
+                #expect(try await fleet.count("SELECT count(*) FROM push.prune_candidates WHERE suppressed") == 1500, "kept for an operator's decision")
                 let reason = try await fleet.db.rows("SELECT paused_reason FROM push.apps WHERE id = 'app'")
                 for try await text in reason.decode(String.self) {
                     #expect(text.contains("BadDeviceToken"))

@@ -75,9 +75,65 @@ extension EndToEndTests {
                 #expect(try await fleet.count("SELECT count(*) FROM push.jobs WHERE id = \(job) AND state = 'cancelled'") == 1)
                 await rescuer.stop()
                 // The counts stay true: every recorded outcome is counted once.
-                #expect(try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)")
-                        == fleet.count("SELECT count(*) FROM push.deliveries WHERE job_id = \(job) AND status = 200"))
+                let counted = try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)")
+                let recorded = try await fleet.count("SELECT count(*) FROM push.deliveries WHERE job_id = \(job) AND status = 200")
+                #expect(counted == recorded)
             }
+        }
+    }
+}
+
+extension EndToEndTests.RealOperationTests {
+    @Test func theWrongEnvironmentWithOneTokenJobsPausesTheAppAndDeletesNoDevice() async throws {
+        try await Fleet.with(configure: { $0.registry.badDeviceTokenByDefault = true }) { fleet in
+            try await fleet.createApp()
+            // 1,500 users with one device each, and one job per user: the traffic of a transactional backend.
+            try await fleet.db.exec("""
+                INSERT INTO push.devices (app_id, token, user_id, registered_at)
+                SELECT 'app', lpad(to_hex(g), 64, '0'), 'user-' || g, now() - interval '1 day' FROM generate_series(1, 1500) g
+                """)
+            try await fleet.db.exec("""
+                SELECT push.enqueue('app', '{"aps":{"alert":"your order shipped"}}', user_ids => ARRAY['user-' || g])
+                  FROM generate_series(1, 1500) g
+                """)
+            let worker = try fleet.startWorker()
+            try await EndToEndTests.DeliveryPolicyTests.waitUntil(timeout: .seconds(120)) {
+                try await fleet.count("SELECT count(*) FROM push.apps WHERE paused_reason LIKE 'BadDeviceToken safety valve:%'") == 1
+            }
+            try await Task.sleep(for: .seconds(3))  // more maintenance passes: still nothing pruned
+            await worker.stop()
+            #expect(try await fleet.count("SELECT count(*) FROM push.devices") == 1500)
+            #expect(try await fleet.count("SELECT count(*) FROM push.pruned_devices") == 0)
+            #expect(try await fleet.count("SELECT count(*) FROM push.prune_candidates WHERE NOT suppressed AND reason = 'BadDeviceToken'") == 0,
+                    "every report the valve judged is kept aside")
+
+            // The operator knows better: the audience is stale. Confirming prunes those devices, audited.
+            #expect(try await fleet.count("SELECT push.confirm_stale_audience('app', 'test import')") >= 1000)
+            #expect(try await fleet.count("SELECT count(*) FROM push.operator_audit WHERE action = 'confirm_stale_audience' AND app_id = 'app'") == 1)
+            #expect(try await fleet.count("SELECT count(*) FROM push.apps WHERE paused_reason IS NULL") == 1, "the valve pause is lifted")
+            let pruner = try fleet.startWorker()
+            try await EndToEndTests.DeliveryPolicyTests.waitUntil(timeout: .seconds(30)) {
+                try await fleet.count("SELECT count(*) FROM push.pruned_devices") >= 1000
+            }
+            await pruner.stop()
+        }
+    }
+
+    @Test func resumingAfterFixingTheEnvironmentDiscardsTheKeptReports() async throws {
+        try await Fleet.with(configure: { $0.registry.badDeviceTokenByDefault = true }) { fleet in
+            try await fleet.createApp()
+            try await fleet.registerDevices(1200)
+            let job = try await fleet.enqueue()
+            let worker = try fleet.startWorker()
+            _ = try await fleet.waitForJob(job, timeout: .seconds(90))
+            try await EndToEndTests.DeliveryPolicyTests.waitUntil(timeout: .seconds(30)) {
+                try await fleet.count("SELECT count(*) FROM push.apps WHERE paused_reason IS NOT NULL") == 1
+            }
+            try await fleet.db.exec("UPDATE push.apps SET paused_reason = NULL WHERE id = 'app'")
+            #expect(try await fleet.count("SELECT count(*) FROM push.prune_candidates") == 0)
+            try await Task.sleep(for: .seconds(2))
+            await worker.stop()
+            #expect(try await fleet.count("SELECT count(*) FROM push.devices") == 1200)
         }
     }
 }

@@ -168,4 +168,20 @@ import Testing
         #expect(dropped.completions == 1 && dropped.tokens == 7)
         #expect(scheduler.isIdle)
     }
+
+    @Test func aWriteStaysShortInRecordsButTakesAtLeastOneCompletion() {
+        var scheduler = Scheduler(configuration: .init(capacity: 4000, maximumWriteRecords: 2500))
+        let first = scheduler.completed("a", tokens: 1000)
+        #expect(first == ["a"])
+        _ = scheduler.completed("b", tokens: 1000)
+        _ = scheduler.completed("c", tokens: 1000)
+        _ = scheduler.completed("d", tokens: 1000)
+        let second = scheduler.writeSucceeded()
+        #expect(second == ["b", "c"], "2,000 records fit, a third thousand would not")
+        let third = scheduler.writeSucceeded()
+        #expect(third == ["d"])
+        var huge = Scheduler(configuration: .init(capacity: 4000, maximumWriteRecords: 10))
+        let whole = huge.completed("big", tokens: 500)
+        #expect(whole == ["big"])
+    }
 }

@@ -19,7 +19,7 @@ struct AppsCommand: AsyncParsableCommand {
 
             Exit codes: 0 ok, 1 database error, 2 unknown app, 64 bad usage.
             """,
-        subcommands: [AppsAddCommand.self, AppsListCommand.self, AppsPauseCommand.self, AppsResumeCommand.self])
+        subcommands: [AppsAddCommand.self, AppsListCommand.self, AppsPauseCommand.self, AppsResumeCommand.self, AppsConfirmStaleCommand.self])
 }
 
 struct AppsListCommand: AsyncParsableCommand {

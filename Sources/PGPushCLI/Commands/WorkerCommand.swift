@@ -70,7 +70,7 @@ struct WorkerCommand: AsyncParsableCommand {
     var tokenRefreshAfter: Double?
     @Option(help: "Seconds between maintenance passes: partitions, stuck jobs, pruning (env: PGPUSH_MAINTENANCE_INTERVAL; default 5).")
     var maintenanceInterval: Double?
-    @Option(help: "PostgreSQL connections this worker may open (env: PGPUSH_DB_CONNECTIONS; default 6).")
+    @Option(help: "PostgreSQL connections this worker may open (env: PGPUSH_DB_CONNECTIONS; default 8).")
     var dbConnections: Int?
     @Option(help: "This worker's id in leases and the registry (env: PGPUSH_WORKER_ID; default host:pid:random).")
     var workerId: String?
@@ -86,12 +86,12 @@ struct WorkerCommand: AsyncParsableCommand {
         if configuration.apnsEndpointOverride == nil, configuration.apnsCAFile != nil {
             throw ValidationError("--apns-ca-file needs --apns-endpoint")
         }
-        configuration.databaseConnections = max(3, configuration.databaseConnections)
+        configuration.databaseConnections = max(4, configuration.databaseConnections)
 
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let client = PostgresClient(
-            configuration: try url.clientConfiguration(maximumConnections: configuration.databaseConnections),
+            configuration: try url.clientConfiguration(maximumConnections: configuration.databaseConnections, serverTimeouts: .worker),
             backgroundLogger: logger)
         let worker = Worker(configuration: configuration, client: client, logger: logger)
 

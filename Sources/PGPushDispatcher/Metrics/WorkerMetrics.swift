@@ -6,6 +6,7 @@ import Synchronization
 public final class WorkerMetrics: Sendable {
     private let sendCounters = Mutex<[String: Counter]>([:])
     private let prunedCounters = Mutex<[String: Counter]>([:])
+    private let valveGauges = Mutex<[String: (tripped: Gauge, share: Gauge)]>([:])
     let sendDuration = Metrics.Timer(label: "pgpush_send_duration_seconds")
     let claimDuration = Metrics.Timer(label: "pgpush_claim_duration_seconds")
     let retries = Counter(label: "pgpush_retries_total")
@@ -53,6 +54,19 @@ public final class WorkerMetrics: Sendable {
             }
             counter.increment(by: count)
         }
+    }
+
+    /// The wrong-environment valve per app: 1 while tripped, and the BadDeviceToken share of its window.
+    func recordValve(app: String, tripped: Bool, answered: Int64, badDeviceTokens: Int64) {
+        let gauges = valveGauges.withLock { gauges in
+            if let existing = gauges[app] { return existing }
+            let made = (Gauge(label: "pgpush_valve_tripped", dimensions: [("app", app)]),
+                        Gauge(label: "pgpush_bad_device_token_share", dimensions: [("app", app)]))
+            gauges[app] = made
+            return made
+        }
+        gauges.tripped.record(tripped ? 1 : 0)
+        gauges.share.record(answered > 0 ? Double(badDeviceTokens) / Double(answered) : 0)
     }
 
     func recordPruned(reason: String, count: Int) {

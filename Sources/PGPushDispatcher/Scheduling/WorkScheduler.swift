@@ -22,14 +22,18 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
         public var throttleHorizonSeconds: Double
         /// Completions in one write at most.
         public var maximumWriteBatch: Int
+        /// Records (outcomes and requeued tokens) in one write at most, so one transaction stays short; a
+        /// single completion larger than this is still written whole.
+        public var maximumWriteRecords: Int
 
         public init(capacity: Int, claimThreshold: Int? = nil, maximumChunksPerClaim: Int = 1000,
-                    throttleHorizonSeconds: Double = 2, maximumWriteBatch: Int = 2000) {
+                    throttleHorizonSeconds: Double = 2, maximumWriteBatch: Int = 2000, maximumWriteRecords: Int = 10_000) {
             self.capacity = max(1, capacity)
             self.claimThreshold = min(max(1, claimThreshold ?? max(1, capacity / 8)), self.capacity)
             self.maximumChunksPerClaim = max(1, maximumChunksPerClaim)
             self.throttleHorizonSeconds = throttleHorizonSeconds
             self.maximumWriteBatch = max(1, maximumWriteBatch)
+            self.maximumWriteRecords = max(1, maximumWriteRecords)
         }
     }
 
@@ -138,7 +142,13 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
     /// asks again after its backoff.
     public mutating func nextWrite() -> [Completion]? {
         guard writing == nil, !pending.isEmpty else { return nil }
-        let count = min(pending.count, configuration.maximumWriteBatch)
+        var count = 0, records = 0
+        while count < min(pending.count, configuration.maximumWriteBatch) {
+            let next = pending[count].tokens
+            if count > 0 && records + next > configuration.maximumWriteRecords { break }
+            records += next
+            count += 1
+        }
         let batch = Array(pending.prefix(count))
         pending.removeFirst(count)
         writing = batch

@@ -77,12 +77,13 @@ extension Worker {
                 let apps = try await store.apps()
                 appHealth.sync(pausedInDatabase: Set(apps.values.filter { $0.pausedReason != nil }.map(\.id)))
                 metrics.pausedApps.record(apps.values.count { $0.pausedReason != nil })
-                let report = try await store.maintain(deadWorkerAfter: configuration.heartbeatInterval * 6)
-                if report.ranAsLeader {
-                    try await prunePass()
-                    let backlog = try await store.backlog()
-                    metrics.backlogTokens.record(backlog.reduce(0) { $0 + $1.tokens })
-                    metrics.oldestJobAge.record(backlog.map(\.oldestAgeSeconds).max() ?? 0)
+                let deadAfter = configuration.heartbeatInterval * 6
+                _ = try await store.asMaintenanceLeader {
+                    _ = try await self.store.maintain(deadWorkerAfter: deadAfter)
+                    try await self.prunePass()
+                    let backlog = try await self.store.backlog()
+                    self.metrics.backlogTokens.record(backlog.reduce(0) { $0 + $1.tokens })
+                    self.metrics.oldestJobAge.record(backlog.map(\.oldestAgeSeconds).max() ?? 0)
                 }
                 samplePools()
                 metrics.heldNotifications.record(scheduler.withLock { $0.held })
@@ -94,17 +95,18 @@ extension Worker {
     }
 
     func prunePass() async throws {
-        for trip in try await store.tripBadDeviceTokenValve(
-            share: configuration.badDeviceTokenShare, minimumAnswers: configuration.badDeviceTokenMinimumAnswers
-        ) {
-            metrics.valveTrips.increment()
-            logger.critical("BadDeviceToken safety valve tripped: app paused, nothing pruned for this job", metadata: [
-                "job": "\(trip.jobID)", "app": "\(trip.appID)", "answered": "\(trip.answered)",
-                "bad_device_tokens": "\(trip.badDeviceTokens)",
+        let share = configuration.badDeviceTokenShare, minimum = configuration.badDeviceTokenMinimumAnswers
+        for state in try await store.judgeBadDeviceTokenValve(share: share, minimumAnswers: minimum) {
+            metrics.recordValve(app: state.appID, tripped: state.tripped, answered: state.answered, badDeviceTokens: state.badDeviceTokens)
+            guard state.pausedApp || state.suppressed > 0 else { continue }
+            if state.pausedApp { metrics.valveTrips.increment() }
+            logger.critical("BadDeviceToken safety valve tripped: app paused, its BadDeviceToken reports kept unpruned", metadata: [
+                "app": "\(state.appID)", "answered": "\(state.answered)", "bad_device_tokens": "\(state.badDeviceTokens)",
+                "reports_suppressed": "\(state.suppressed)",
             ])
         }
         while true {
-            let pruned = try await store.prune(minimumAnswers: configuration.badDeviceTokenMinimumAnswers)
+            let pruned = try await store.prune(share: share, minimumAnswers: minimum)
             for (reason, group) in Dictionary(grouping: pruned, by: \.reason) {
                 metrics.recordPruned(reason: reason, count: group.count)
             }

@@ -75,7 +75,8 @@ public final class Worker: Service, Sendable {
                 group.cancelAll()
             }
             await registry.shutdown()
-            try? await store.unregisterWorker()
+            // Best effort and brief: with the database down, the registry row simply ages out.
+            try? await store.unregisterWorker(deadline: .seconds(2))
             let summary = state.withLock { $0 }
             logger.info("worker stopped", metadata: [
                 "tokens_sent": "\(summary.tokensSent)", "statements": "\(store.statementsExecuted)",

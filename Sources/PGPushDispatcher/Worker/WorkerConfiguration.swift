@@ -47,8 +47,9 @@ public struct WorkerConfiguration: Sendable {
     public var maintenanceInterval: Duration = .seconds(5)
     /// Provider-token refresh rules (shared across the fleet through the database).
     public var providerTokenPolicy = ProviderTokenRefreshPolicy()
-    /// PostgreSQL connections this worker may open; one idle for 5 s is closed.
-    public var databaseConnections: Int = 6
+    /// PostgreSQL connections this worker may open; one idle for 5 s is closed. Two are taken by LISTEN (new
+    /// jobs, cancels) and one by the maintenance leader for its pass.
+    public var databaseConnections: Int = 8
 
     public init() {}
 

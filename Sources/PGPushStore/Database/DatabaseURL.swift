@@ -64,8 +64,31 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         return "postgres://\(credentials)@\(host):\(port)/\(database)?sslmode=\(sslMode.rawValue)"
     }
 
+    /// Server-side limits for every statement of a connection, so a statement the client gave up on stops
+    /// holding locks: PostgreSQL's `statement_timeout` and `lock_timeout`.
+    public struct ServerTimeouts: Sendable, Hashable {
+        public var statement: Duration
+        public var lock: Duration
+
+        public init(statement: Duration, lock: Duration) {
+            self.statement = statement
+            self.lock = lock
+        }
+
+        /// The worker's: well inside its lease, and below the client-side deadline of its calls.
+        public static let worker = ServerTimeouts(statement: .seconds(20), lock: .seconds(5))
+
+        var startupParameters: [(String, String)] {
+            [("statement_timeout", "\(Self.milliseconds(statement))ms"), ("lock_timeout", "\(Self.milliseconds(lock))ms")]
+        }
+
+        private static func milliseconds(_ duration: Duration) -> Int64 {
+            duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        }
+    }
+
     /// A PostgresNIO client configuration for this URL.
-    public func clientConfiguration(maximumConnections: Int = 8) throws(PGPushError) -> PostgresClient.Configuration {
+    public func clientConfiguration(maximumConnections: Int = 8, serverTimeouts: ServerTimeouts? = nil) throws(PGPushError) -> PostgresClient.Configuration {
         let tls: PostgresClient.Configuration.TLS
         switch sslMode {
         case .disable:
@@ -89,6 +112,7 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         // stopped server fail below its minimum.
         configuration.options.connectionIdleTimeout = .seconds(5)
         configuration.options.keepAliveBehavior = nil
+        if let serverTimeouts { configuration.options.additionalStartupParameters = serverTimeouts.startupParameters }
         return configuration
     }
 

@@ -127,7 +127,8 @@ extension QueueStore {
     }
 
     /// Extends the lease of every chunk this process holds, and refreshes its registry heartbeat.
-    /// Returns the number of live workers (for rate-limit shares).
+    /// Returns the number of live workers (for rate-limit shares). It gives up after a third of the lease, so
+    /// one hung call leaves time for the next before the leases run out.
     public func heartbeat(lease: Duration, liveWindow: Duration) async throws -> Int {
         let rows = try await run("""
             WITH extended AS (
@@ -139,7 +140,7 @@ extension QueueStore {
             )
             SELECT count(*)::int8 FROM push.workers
              WHERE heartbeat_at > now() - make_interval(secs => \(liveWindow.secondsValue)) OR id = \(workerID)
-            """)
+            """, deadline: lease / 3)
         return Int(try rows.first?.decode(Int64.self) ?? 1)
     }
 

@@ -83,6 +83,19 @@ extension QueueStore {
                     """, on: connection)
             }
 
+            // The app's answers for the wrong-environment valve, in the same transaction as the reports it judges.
+            // Apps in a fixed order, so two workers' writes never wait on each other's rows in a cycle.
+            let window = AppAnswerTally(written)
+            if !window.app.isEmpty {
+                try await self.run("""
+                    INSERT INTO push.app_answer_window AS w (app_id, minute, answered, bad_device_tokens)
+                    SELECT t.app_id, date_trunc('minute', now()), t.answered, t.bad
+                      FROM unnest(\(window.app)::text[], \(window.answered)::int8[], \(window.bad)::int8[]) AS t(app_id, answered, bad)
+                    ON CONFLICT (app_id, minute) DO UPDATE
+                       SET answered = w.answered + EXCLUDED.answered, bad_device_tokens = w.bad_device_tokens + EXCLUDED.bad_device_tokens
+                    """, on: connection)
+            }
+
             // One update per job and write: counters, and the finish once no chunk is left. The job rows are
             // locked above, so of two processes finishing a job's last two chunks, the second sees both gone.
             let tally = JobTally(written)
@@ -145,6 +158,26 @@ private struct CompletionBatch {
                 outcomeAttempt.append(Int16(clamping: outcome.attempt))
                 outcomeSentAt.append(outcome.sentAt)
             }
+        }
+    }
+}
+
+/// Answers and BadDeviceToken answers per app, apps sorted.
+private struct AppAnswerTally {
+    var app: [String] = []
+    var answered: [Int64] = []
+    var bad: [Int64] = []
+
+    init(_ completions: [ChunkCompletion]) {
+        var totals: [String: (Int64, Int64)] = [:]
+        for completion in completions where completion.answered > 0 {
+            totals[completion.chunk.appID, default: (0, 0)].0 += Int64(completion.answered)
+            totals[completion.chunk.appID, default: (0, 0)].1 += Int64(completion.badDeviceTokens)
+        }
+        for key in totals.keys.sorted() {
+            app.append(key)
+            answered.append(totals[key]!.0)
+            bad.append(totals[key]!.1)
         }
     }
 }

@@ -11,8 +11,8 @@ extension QueueStore {
     }
 
     /// Leaves the registry, so the others take over its share of the rate limits at once.
-    public func unregisterWorker() async throws {
-        try await run("DELETE FROM push.workers WHERE id = \(workerID)")
+    public func unregisterWorker(deadline: Duration = QueueStore.deadline) async throws {
+        try await run("DELETE FROM push.workers WHERE id = \(workerID)", deadline: deadline)
     }
 
     /// Every app row (credential locations only; secrets never live in the database).

@@ -14,19 +14,48 @@ extension QueueStore {
         public var chunksOfEndedJobsDropped: Int = 0
     }
 
-    /// One maintenance pass, run only by the worker that wins a transaction-scoped advisory lock: creates
-    /// upcoming delivery partitions, finishes running jobs with no chunks left (a backstop for a crash between
-    /// statements of another worker's completion), and forgets workers whose heartbeat stopped long ago.
+    /// Runs `pass` only if this worker wins the maintenance leadership, and holds it for the whole pass: a
+    /// session-level advisory lock on a connection kept for the pass, so no second leader starts halfway
+    /// through (the prune pass included). Returns nil when another worker leads.
+    public func asMaintenanceLeader<T: Sendable>(_ pass: @escaping @Sendable () async throws -> T) async throws -> T? {
+        let key = Self.maintenanceLockKey
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            self.counted()
+            let leader = try await connection.query("SELECT pg_try_advisory_lock(\(key))", logger: logger)
+                .collect().first?.decode(Bool.self) ?? false
+            guard leader else { return nil }
+            do {
+                let result = try await pass()
+                self.counted()
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(key))", logger: logger).collect()
+                return result
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(key))", logger: logger).collect()
+                throw error
+            }
+        }
+    }
+
+    /// One maintenance pass (run by the leader, see ``asMaintenanceLeader(_:)``): creates upcoming delivery
+    /// partitions, finishes running jobs with no chunks left (a backstop for a crash between statements of
+    /// another worker's completion), drops chunks of ended jobs and forgets workers whose heartbeat stopped.
     public func maintain(deadWorkerAfter: Duration) async throws -> MaintenanceReport {
         let deadSeconds = Double(deadWorkerAfter.components.seconds)
         return try await transaction { connection in
-            let leader = try await self.run(
-                "SELECT pg_try_advisory_xact_lock(\(Self.maintenanceLockKey))", on: connection
-            ).first?.decode(Bool.self) ?? false
-            guard leader else { return MaintenanceReport(ranAsLeader: false) }
             var report = MaintenanceReport(ranAsLeader: true)
-            report.partitionsCreated = Int(
-                try await self.run("SELECT push.ensure_delivery_partitions(3)", on: connection).first?.decode(Int32.self) ?? 0)
+            // Partitions are made days ahead, under a lock timeout: an analyst's long query on push.deliveries
+            // must never hold the rest of maintenance, let alone completions, behind the partition's lock.
+            try await self.run("SAVEPOINT partitions", on: connection)
+            do {
+                try await self.run("SET LOCAL lock_timeout = '2s'", on: connection)
+                report.partitionsCreated = Int(
+                    try await self.run("SELECT push.ensure_delivery_partitions(3)", on: connection).first?.decode(Int32.self) ?? 0)
+                try await self.run("RELEASE SAVEPOINT partitions", on: connection)
+            } catch {
+                try await self.run("ROLLBACK TO SAVEPOINT partitions", on: connection)
+                self.logger.warning("creating delivery partitions waited too long for a lock; trying again next pass")
+            }
             report.jobsFinished = try await self.run("""
                 UPDATE push.jobs j
                    SET state = CASE WHEN failure_reason IS NOT NULL OR (delivered = 0 AND failed + expired > 0)
@@ -42,6 +71,7 @@ extension QueueStore {
                    AND (c.locked_by IS NULL OR c.locked_until < now())
                 RETURNING c.id
                 """, on: connection).count
+            try await self.run("DELETE FROM push.app_answer_window WHERE minute < now() - interval '7 days'", on: connection)
             report.workersRemoved = try await self.run("""
                 DELETE FROM push.workers WHERE heartbeat_at < now() - make_interval(secs => \(deadSeconds)) RETURNING id
                 """, on: connection).count

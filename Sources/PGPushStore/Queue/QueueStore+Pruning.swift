@@ -2,41 +2,68 @@ import Foundation
 import PostgresNIO
 
 extension QueueStore {
-    /// A job whose answers tripped the wrong-environment safety valve.
-    public struct ValveTrip: Sendable, Hashable {
-        public var jobID: Int64
+    /// The wrong-environment safety valve's view of one app: its recent answers and how many were
+    /// BadDeviceToken.
+    public struct ValveState: Sendable, Hashable {
         public var appID: String
         public var answered: Int64
         public var badDeviceTokens: Int64
+        /// True when the share is over the limit: the app is paused and its wrong-token reports suppressed.
+        public var tripped: Bool
+        /// True when this pass paused the app.
         public var pausedApp: Bool
+        /// Reports this pass suppressed.
+        public var suppressed: Int64
     }
 
-    /// Marks jobs where more than `share` of at least `minimumAnswers` answers were BadDeviceToken: the app is
-    /// probably pointed at the wrong environment. Their dead-token reports are discarded instead of pruned, and
-    /// the app is paused.
-    public func tripBadDeviceTokenValve(share: Double, minimumAnswers: Int) async throws -> [ValveTrip] {
+    /// The app's window: its newest minutes of answers (after its last valve reset, within a week) until they
+    /// hold at least `minimumAnswers`. Integers formatted here, never user text, so it can be spliced.
+    static func answerWindow(minimumAnswers: Int) -> String {
+        """
+        SELECT b.app_id, sum(b.answered)::int8 AS answered, sum(b.bad_device_tokens)::int8 AS bad
+          FROM (SELECT w.app_id, w.answered, w.bad_device_tokens,
+                       sum(w.answered) OVER (PARTITION BY w.app_id ORDER BY w.minute DESC) - w.answered AS newer
+                  FROM push.app_answer_window w JOIN push.apps a ON a.id = w.app_id
+                 WHERE w.minute >= greatest(now() - interval '7 days', coalesce(a.valve_reset_at, '-infinity'))) b
+         WHERE b.newer < \(Int(minimumAnswers))
+         GROUP BY b.app_id
+        """
+    }
+
+    /// Judges every app's window: where more than `share` of at least `minimumAnswers` recent answers were
+    /// BadDeviceToken, the app is probably pointed at the wrong environment: it is paused and its wrong-token
+    /// reports are suppressed (kept, never pruned on their own). Returns every app with answers in its window.
+    public func judgeBadDeviceTokenValve(share: Double, minimumAnswers: Int) async throws -> [ValveState] {
         let rows = try await run("""
-            WITH tripped AS (
-                UPDATE push.jobs SET prune_suppressed = true
-                 WHERE NOT prune_suppressed AND answered >= \(minimumAnswers)
-                   AND bad_device_tokens > \(share) * answered
-                RETURNING id, app_id, answered, bad_device_tokens
+            WITH recent AS (\(unescaped: Self.answerWindow(minimumAnswers: minimumAnswers))),
+            tripped AS (
+                SELECT * FROM recent WHERE answered >= \(minimumAnswers) AND bad > \(share) * answered
             ), paused AS (
                 UPDATE push.apps a
-                   SET paused_reason = 'BadDeviceToken for ' || round(100.0 * t.bad_device_tokens / t.answered)
-                                       || '% of job ' || t.id || '''s answers: the app is probably using the wrong APNs environment ('
-                                       || a.environment || ')',
+                   SET paused_reason = 'BadDeviceToken safety valve: ' || round(100.0 * t.bad / t.answered)
+                                       || '% of the app''s last ' || t.answered || ' answers were BadDeviceToken; '
+                                       || 'it is probably using the wrong APNs environment (' || a.environment || '). '
+                                       || 'Fix it and resume the app, or confirm a stale audience with pgpush apps confirm-stale',
                        paused_at = now(), updated_at = now()
                   FROM tripped t
                  WHERE a.id = t.app_id AND a.paused_reason IS NULL
                 RETURNING a.id
+            ), suppressed AS (
+                UPDATE push.prune_candidates c SET suppressed = true
+                  FROM tripped t
+                 WHERE c.app_id = t.app_id AND NOT c.suppressed AND NOT c.confirmed
+                   AND c.reason IN ('BadDeviceToken', 'DeviceTokenNotForTopic')
+                RETURNING c.app_id
             )
-            SELECT t.id, t.app_id, t.answered, t.bad_device_tokens, EXISTS (SELECT 1 FROM paused p WHERE p.id = t.app_id)
-              FROM tripped t
+            SELECT r.app_id, r.answered, r.bad,
+                   r.answered >= \(minimumAnswers) AND r.bad > \(share) * r.answered,
+                   EXISTS (SELECT 1 FROM paused p WHERE p.id = r.app_id),
+                   (SELECT count(*) FROM suppressed s WHERE s.app_id = r.app_id)::int8
+              FROM recent r
             """)
         return try rows.map { row in
-            let (job, app, answered, bad, paused) = try row.decode((Int64, String, Int64, Int64, Bool).self)
-            return ValveTrip(jobID: job, appID: app, answered: answered, badDeviceTokens: bad, pausedApp: paused)
+            let (app, answered, bad, tripped, paused, suppressed) = try row.decode((String, Int64, Int64, Bool, Bool, Int64).self)
+            return ValveState(appID: app, answered: answered, badDeviceTokens: bad, tripped: tripped, pausedApp: paused, suppressed: suppressed)
         }
     }
 
@@ -51,17 +78,20 @@ extension QueueStore {
 
     /// Prunes one batch of reported tokens, off the hot path:
     /// - 410 `Unregistered`/`ExpiredToken`: the device is deleted unless it re-registered after APNs' timestamp;
-    /// - `BadDeviceToken`/`DeviceTokenNotForTopic`: deleted once the job's answers show the valve did not trip
-    ///   (at least `minimumAnswers` answers, or the job has ended);
-    /// - reports from jobs whose valve tripped are discarded, pruning nothing.
+    /// - `BadDeviceToken`/`DeviceTokenNotForTopic`: deleted only while the app's window is healthy (at least
+    ///   `minimumAnswers` recent answers, at most `share` of them BadDeviceToken), judged in this same statement,
+    ///   so no report slips between the valve's decision and the prune; or once an operator confirmed them;
+    /// - suppressed reports (the valve tripped) and reports of apps whose window is not judged yet wait.
     /// Every deletion gets an audit row in `push.pruned_devices`. With `dryRun`, nothing changes.
-    public func prune(minimumAnswers: Int, batchSize: Int = 5000, dryRun: Bool = false) async throws -> [PrunedDevice] {
-        // Integers formatted here, never user text: the shared CTE can be spliced into both statements.
+    public func prune(share: Double = 0.2, minimumAnswers: Int, batchSize: Int = 5000, dryRun: Bool = false) async throws -> [PrunedDevice] {
+        // Numbers formatted here, never user text: the shared CTE can be spliced into both statements.
         let decide = """
-            SELECT c.id, c.app_id, c.token, c.reason, c.apns_timestamp, c.job_id, j.prune_suppressed
-              FROM push.prune_candidates c JOIN push.jobs j ON j.id = c.job_id
-             WHERE j.prune_suppressed OR c.reason IN ('Unregistered', 'ExpiredToken')
-                OR j.answered >= \(Int(minimumAnswers)) OR j.state IN ('done', 'failed', 'cancelled')
+            SELECT c.id, c.app_id, c.token, c.reason, c.apns_timestamp, c.job_id, false AS prune_suppressed
+              FROM push.prune_candidates c
+             WHERE c.reason IN ('Unregistered', 'ExpiredToken') OR c.confirmed
+                OR (NOT c.suppressed AND c.app_id IN (
+                        SELECT w.app_id FROM (\(Self.answerWindow(minimumAnswers: minimumAnswers))) w
+                         WHERE w.answered >= \(Int(minimumAnswers)) AND w.bad <= \(Double(share)) * w.answered))
              ORDER BY c.id
              LIMIT \(Int(batchSize))
             """

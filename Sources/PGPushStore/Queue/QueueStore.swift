@@ -33,19 +33,20 @@ public final class QueueStore: Sendable {
     }
 
     /// The longest any one statement or transaction of the worker may take before it is abandoned as hung.
-    /// PostgreSQL's own `statement_timeout` cannot help when the client side of a dying connection never
-    /// answers, which was seen right after a server restart.
-    public static let deadline: Duration = .seconds(60)
+    /// PostgreSQL's own `statement_timeout` (20 s on worker connections, ``DatabaseURL/ServerTimeouts/worker``)
+    /// ends the statement on the server; this catches the client side of a dying connection that never
+    /// answers, which was seen right after a server restart. Well inside the 30-second lease.
+    public static let deadline: Duration = .seconds(25)
 
     /// The NOTIFY channel of `push.cancel`; the payload is the job id.
     public static let cancelChannel = "pgpush_cancel"
 
     @discardableResult
-    func run(_ query: PostgresQuery) async throws -> [PostgresRow] {
+    func run(_ query: PostgresQuery, deadline: Duration = QueueStore.deadline) async throws -> [PostgresRow] {
         counted()
         let client = self.client
         let logger = self.logger
-        return try await withDeadline(Self.deadline) {
+        return try await withDeadline(deadline) {
             try await client.query(query, logger: logger).collect()
         }
     }
