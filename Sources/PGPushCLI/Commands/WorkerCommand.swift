@@ -87,6 +87,7 @@ struct WorkerCommand: AsyncParsableCommand {
             throw ValidationError("--apns-ca-file needs --apns-endpoint")
         }
         configuration.databaseConnections = max(3, configuration.databaseConnections)
+        try await checkDatabase(url, logger: logger)
 
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
@@ -109,6 +110,21 @@ struct WorkerCommand: AsyncParsableCommand {
         group.maximumGracefulShutdownDuration = configuration.gracePeriod + .seconds(10)
         group.maximumCancellationDuration = .seconds(5)
         try await ServiceGroup(configuration: group).run()
+    }
+
+    /// Connects once before anything starts, so that a wrong database name, user, password or TLS setting
+    /// ends the worker with a message saying what is wrong. An unreachable server is only reported: the
+    /// worker keeps trying until it answers (a fleet may start before its database).
+    private func checkDatabase(_ url: DatabaseURL, logger: Logger) async throws {
+        do {
+            let connection = try await connectToDatabase(url, logger: logger)
+            try? await connection.close()
+        } catch let failure as ConnectionFailure where failure.kind == .unreachable {
+            printError("pgpush: warning: \(failure); the worker keeps trying until it answers")
+        } catch let failure as ConnectionFailure {
+            printError("pgpush: \(failure)")
+            throw ExitCode.failure
+        }
     }
 
     private func workerConfiguration() throws -> WorkerConfiguration {
