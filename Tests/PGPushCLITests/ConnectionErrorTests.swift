@@ -77,6 +77,19 @@ struct ConnectionErrorTests {
         #expect(result.stderr.contains("TLS refused"), "\(result)")
         #expect(result.stderr.contains("sslmode=require"), "\(result)")
     }
+
+    /// `--metrics-port -1`, as the help writes it, is a value, as is `--metrics-port=-1`: both get as far as the
+    /// database (which does not exist here), never a usage error.
+    @Test(arguments: [["--metrics-port", "-1"], ["--metrics-port=-1"]])
+    func metricsPortMinusOneParses(_ flag: [String]) async throws {
+        var url = try TestDatabase.clusterURL()
+        url.database = "pgpush_absent_\(UUID().uuidString.prefix(8).lowercased())"
+        let raw = "postgres://\(url.username)@\(url.host):\(url.port)/\(url.database)?sslmode=disable"
+        let result = try await CLIProcess.run(["worker"] + flag + ["--database-url", raw], timeout: .seconds(30))
+        #expect(result.status == 1, "\(result)")
+        #expect(!result.stderr.contains("Missing value"), "\(result)")
+        #expect(result.stderr.contains("database \"\(url.database)\" does not exist"), "\(result)")
+    }
 }
 
 /// A TCP socket on 0.0.0.0: listening (to occupy a port), or just bound and closed (to find a port nobody

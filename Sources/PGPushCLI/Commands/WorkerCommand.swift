@@ -76,7 +76,10 @@ struct WorkerCommand: AsyncParsableCommand {
     var workerId: String?
     @Option(help: "Address for /metrics, /healthz and /readyz (env: PGPUSH_METRICS_HOST; default 0.0.0.0).")
     var metricsHost: String?
-    @Option(help: "Port for /metrics, /healthz and /readyz; 0 picks a free one, -1 disables (env: PGPUSH_METRICS_PORT; default 9464).")
+    // .unconditional: `--metrics-port -1` is a value, not a missing one followed by a flag.
+    @Option(
+        parsing: .unconditional,
+        help: "Port for /metrics, /healthz and /readyz; 0 picks a free one, -1 disables (env: PGPUSH_METRICS_PORT; default 9464).")
     var metricsPort: Int?
 
     func run() async throws {
