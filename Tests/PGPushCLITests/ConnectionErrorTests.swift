@@ -10,7 +10,7 @@ import Darwin
 #endif
 
 /// What a command says when it cannot reach its database: the server, the database and the reason, never the
-/// password.
+/// password. Also the worker's start-up checks: the metrics port and the database.
 @Suite(.timeLimit(.minutes(3)))
 struct ConnectionErrorTests {
     /// Each command that connects, with the arguments it needs to get as far as connecting.
@@ -76,6 +76,25 @@ struct ConnectionErrorTests {
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("TLS refused"), "\(result)")
         #expect(result.stderr.contains("sslmode=require"), "\(result)")
+    }
+
+    /// A second worker on the same host: the default metrics port is taken. It must say which address and
+    /// how to pick another, and exit at once as a configuration error.
+    @Test func workerOnATakenMetricsPortNamesItAndTheFlag() async throws {
+        try await TestDatabase.with { db in
+            let taken = try TCPSocket.listening()
+            defer { taken.close() }
+            let started = ContinuousClock.now
+            let result = try await CLIProcess.run(
+                ["worker", "--metrics-port", "\(taken.port)", "--database-url", db.urlString], timeout: .seconds(30))
+            #expect(ContinuousClock.now - started < .seconds(15), "\(result)")
+            #expect(result.status == 64, "\(result)")
+            #expect(result.stderr.contains("0.0.0.0:\(taken.port)"), "\(result)")
+            #expect(result.stderr.contains("already in use"), "\(result)")
+            #expect(result.stderr.contains("--metrics-port 0"), "\(result)")
+            #expect(result.stderr.contains("--metrics-port -1"), "\(result)")
+            #expect(result.stderr.contains("PGPUSH_METRICS_PORT"), "\(result)")
+        }
     }
 
     /// `--metrics-port -1`, as the help writes it, is a value, as is `--metrics-port=-1`: both get as far as the

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Metrics
+import NIOCore
 import PGPushCore
 import PGPushDispatcher
 import PGPushStore
@@ -90,6 +91,8 @@ struct WorkerCommand: AsyncParsableCommand {
             throw ValidationError("--apns-ca-file needs --apns-endpoint")
         }
         configuration.databaseConnections = max(3, configuration.databaseConnections)
+        let port = try setting(metricsPort, "PGPUSH_METRICS_PORT") ?? 9464
+        let host = try setting(metricsHost, "PGPUSH_METRICS_HOST") ?? "0.0.0.0"
         try await checkDatabase(url, logger: logger)
 
         let registry = PrometheusCollectorRegistry()
@@ -100,11 +103,9 @@ struct WorkerCommand: AsyncParsableCommand {
         let worker = Worker(configuration: configuration, client: client, logger: logger)
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client)]
-        let port = try setting(metricsPort, "PGPUSH_METRICS_PORT") ?? 9464
         if port >= 0 {
             let server = MetricsServer(
-                host: try setting(metricsHost, "PGPUSH_METRICS_HOST") ?? "0.0.0.0", port: port, registry: registry,
-                logger: logger, isReady: { worker.isReady })
+                host: host, port: port, registry: registry, logger: logger, isReady: { worker.isReady })
             services.append(.init(service: server))
         }
         services.append(.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup))
@@ -112,7 +113,11 @@ struct WorkerCommand: AsyncParsableCommand {
             services: services, gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)
         group.maximumGracefulShutdownDuration = configuration.gracePeriod + .seconds(10)
         group.maximumCancellationDuration = .seconds(5)
-        try await ServiceGroup(configuration: group).run()
+        do {
+            try await ServiceGroup(configuration: group).run()
+        } catch let error as MetricsServer.BindError {
+            throw ValidationError(Self.describe(error))
+        }
     }
 
     /// Connects once before anything starts, so that a wrong database name, user, password or TLS setting
@@ -128,6 +133,16 @@ struct WorkerCommand: AsyncParsableCommand {
             printError("pgpush: \(failure)")
             throw ExitCode.failure
         }
+    }
+
+    /// The metrics endpoint's address could not be bound: which address, and how to choose another.
+    static func describe(_ error: MetricsServer.BindError) -> String {
+        let how = "choose another port with --metrics-port N, a free one with --metrics-port 0, or disable the "
+            + "endpoint with --metrics-port -1 (or set PGPUSH_METRICS_PORT)"
+        if let io = error.underlying as? IOError, io.errnoCode == EADDRINUSE {
+            return "metrics address \(error.host):\(error.port) is already in use (another pgpush worker on this host?); \(how)"
+        }
+        return "cannot listen on metrics address \(error.host):\(error.port) (\(error.underlying)); \(how)"
     }
 
     private func workerConfiguration() throws -> WorkerConfiguration {
