@@ -222,7 +222,7 @@ struct TransportStreamLimitTests {
             credentials: .token(try key.tokenSource()),
             logger: TransportTest.logger
         )
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await pool.run() }
             let outcome = await pool.send(TransportTest.request(token: TransportTest.randomToken()))
             guard case .noResponse(.connectFailed) = outcome else {

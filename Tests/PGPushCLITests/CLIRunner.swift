@@ -47,7 +47,7 @@ final class CLIProcess: @unchecked Sendable {
         stderrURL = directory.appendingPathComponent("stderr")
         let stdinURL = directory.appendingPathComponent("stdin")
         for url in [stdoutURL, stderrURL, stdinURL] {
-            FileManager.default.createFile(atPath: url.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: url.path, contents: nil)
         }
         try (stdin ?? Data()).write(to: stdinURL)
         process.executableURL = Self.binary

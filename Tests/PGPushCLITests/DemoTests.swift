@@ -74,7 +74,7 @@ struct DemoInterruptTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let output = directory.appendingPathComponent("out")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let process = Process()
         process.executableURL = CLIProcess.binary
         process.arguments = ["demo", "--devices", "50000", "--workers", "2", "--timeout", "120"]

@@ -94,7 +94,7 @@ struct AppsAddCommand: AsyncParsableCommand {
                 printError("pgpush: warning: \(problem); the workers must be able to read it")
             }
             do {
-                try await withOperatorConnection(url, logger: logger) { connection in
+                _ = try await withOperatorConnection(url, logger: logger) { connection in
                     try await connection.run("""
                         INSERT INTO push.apps (id, topic, environment, team_id, key_id, private_key_path,
                                                certificate_path, certificate_password_env, rate_limit)

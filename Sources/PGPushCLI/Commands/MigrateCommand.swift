@@ -30,13 +30,17 @@ struct MigrateCommand: AsyncParsableCommand {
         let logger = logging.bootstrap(label: "pgpush.migrate")
         let url = try database.resolve()
         let migrations = try directory.map { try Migration.load(directory: $0) } ?? Migration.embedded
-        let report = try await Migrator(migrations: migrations, logger: logger).migrate(url: url)
-        if json {
-            try printJSON(["applied": report.applied, "already_applied": report.alreadyApplied])
-        } else if report.applied.isEmpty {
-            print("pgpush: schema is up to date (\(report.alreadyApplied.count) migrations applied earlier)")
-        } else {
-            print("pgpush: applied \(report.applied.count) migration(s): \(report.applied.joined(separator: ", "))")
+        try await reportingFailures {
+            let report = try await withOperatorConnection(url, logger: logger) { connection in
+                try await Migrator(migrations: migrations, logger: logger).migrate(connection: connection)
+            }
+            if json {
+                try printJSON(["applied": report.applied, "already_applied": report.alreadyApplied])
+            } else if report.applied.isEmpty {
+                print("pgpush: schema is up to date (\(report.alreadyApplied.count) migrations applied earlier)")
+            } else {
+                print("pgpush: applied \(report.applied.count) migration(s): \(report.applied.joined(separator: ", "))")
+            }
         }
     }
 }

@@ -35,35 +35,39 @@ struct PruneCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.bootstrap(label: "pgpush.prune")
         let url = try database.resolve()
-        let client = PostgresClient(configuration: try url.clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
-        let devices = try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            let store = QueueStore(client: client, workerID: "pgpush-prune", logger: logger)
-            var all: [QueueStore.PrunedDevice] = []
-            while true {
-                let batch = try await store.prune(minimumAnswers: minimumAnswers, dryRun: dryRun)
-                all += batch
-                if dryRun || batch.isEmpty { break }
+        try await reportingFailures {
+            // The pool retries a failed connection quietly; one plain connection first says what is wrong.
+            try await withOperatorConnection(url, logger: logger) { _ in }
+            let client = PostgresClient(configuration: try url.clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
+            let devices = try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                let store = QueueStore(client: client, workerID: "pgpush-prune", logger: logger)
+                var all: [QueueStore.PrunedDevice] = []
+                while true {
+                    let batch = try await store.prune(minimumAnswers: minimumAnswers, dryRun: dryRun)
+                    all += batch
+                    if dryRun || batch.isEmpty { break }
+                }
+                return all
             }
-            return all
-        }
-        if json {
-            try printJSON([
-                "dry_run": dryRun,
-                "devices": devices.map { device -> [String: Any] in
-                    [
-                        "app_id": device.appID, "token": device.token, "reason": device.reason, "job_id": device.jobID,
-                        "apns_timestamp": device.apnsTimestamp.map { $0.timeIntervalSince1970 } as Any,
-                    ]
-                },
-            ])
-            return
-        }
-        let verb = dryRun ? "would prune" : "pruned"
-        print("pgpush: \(verb) \(devices.count) device(s)")
-        for device in devices {
-            print("  \(device.appID)  \(device.token.prefix(8))…  \(device.reason)  job \(device.jobID)")
+            if json {
+                try printJSON([
+                    "dry_run": dryRun,
+                    "devices": devices.map { device -> [String: Any] in
+                        [
+                            "app_id": device.appID, "token": device.token, "reason": device.reason, "job_id": device.jobID,
+                            "apns_timestamp": device.apnsTimestamp.map { $0.timeIntervalSince1970 } as Any,
+                        ]
+                    },
+                ])
+                return
+            }
+            let verb = dryRun ? "would prune" : "pruned"
+            print("pgpush: \(verb) \(devices.count) device(s)")
+            for device in devices {
+                print("  \(device.appID)  \(device.token.prefix(8))…  \(device.reason)  job \(device.jobID)")
+            }
         }
     }
 }

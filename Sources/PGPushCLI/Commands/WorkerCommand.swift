@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Metrics
+import NIOCore
 import PGPushCore
 import PGPushDispatcher
 import PGPushStore
@@ -76,7 +77,10 @@ struct WorkerCommand: AsyncParsableCommand {
     var workerId: String?
     @Option(help: "Address for /metrics, /healthz and /readyz (env: PGPUSH_METRICS_HOST; default 0.0.0.0).")
     var metricsHost: String?
-    @Option(help: "Port for /metrics, /healthz and /readyz; 0 picks a free one, -1 disables (env: PGPUSH_METRICS_PORT; default 9464).")
+    // .unconditional: `--metrics-port -1` is a value, not a missing one followed by a flag.
+    @Option(
+        parsing: .unconditional,
+        help: "Port for /metrics, /healthz and /readyz; 0 picks a free one, -1 disables (env: PGPUSH_METRICS_PORT; default 9464).")
     var metricsPort: Int?
 
     func run() async throws {
@@ -87,6 +91,9 @@ struct WorkerCommand: AsyncParsableCommand {
             throw ValidationError("--apns-ca-file needs --apns-endpoint")
         }
         configuration.databaseConnections = max(4, configuration.databaseConnections)
+        let port = try setting(metricsPort, "PGPUSH_METRICS_PORT") ?? 9464
+        let host = try setting(metricsHost, "PGPUSH_METRICS_HOST") ?? "0.0.0.0"
+        try await checkDatabase(url, logger: logger)
 
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
@@ -96,11 +103,9 @@ struct WorkerCommand: AsyncParsableCommand {
         let worker = Worker(configuration: configuration, client: client, logger: logger)
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client)]
-        let port = try setting(metricsPort, "PGPUSH_METRICS_PORT") ?? 9464
         if port >= 0 {
             let server = MetricsServer(
-                host: try setting(metricsHost, "PGPUSH_METRICS_HOST") ?? "0.0.0.0", port: port, registry: registry,
-                logger: logger, isReady: { worker.isReady })
+                host: host, port: port, registry: registry, logger: logger, isReady: { worker.isReady })
             services.append(.init(service: server))
         }
         services.append(.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup))
@@ -108,7 +113,36 @@ struct WorkerCommand: AsyncParsableCommand {
             services: services, gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [], logger: logger)
         group.maximumGracefulShutdownDuration = configuration.gracePeriod + .seconds(10)
         group.maximumCancellationDuration = .seconds(5)
-        try await ServiceGroup(configuration: group).run()
+        do {
+            try await ServiceGroup(configuration: group).run()
+        } catch let error as MetricsServer.BindError {
+            throw ValidationError(Self.describe(error))
+        }
+    }
+
+    /// Connects once before anything starts, so that a wrong database name, user, password or TLS setting
+    /// ends the worker with a message saying what is wrong. An unreachable server is only reported: the
+    /// worker keeps trying until it answers (a fleet may start before its database).
+    private func checkDatabase(_ url: DatabaseURL, logger: Logger) async throws {
+        do {
+            let connection = try await connectToDatabase(url, logger: logger)
+            try? await connection.close()
+        } catch let failure as ConnectionFailure where failure.kind == .unreachable {
+            printError("pgpush: warning: \(failure); the worker keeps trying until it answers")
+        } catch let failure as ConnectionFailure {
+            printError("pgpush: \(failure)")
+            throw ExitCode.failure
+        }
+    }
+
+    /// The metrics endpoint's address could not be bound: which address, and how to choose another.
+    static func describe(_ error: MetricsServer.BindError) -> String {
+        let how = "choose another port with --metrics-port N, a free one with --metrics-port 0, or disable the "
+            + "endpoint with --metrics-port -1 (or set PGPUSH_METRICS_PORT)"
+        if let io = error.underlying as? IOError, io.errnoCode == EADDRINUSE {
+            return "metrics address \(error.host):\(error.port) is already in use (another pgpush worker on this host?); \(how)"
+        }
+        return "cannot listen on metrics address \(error.host):\(error.port) (\(error.underlying)); \(how)"
     }
 
     private func workerConfiguration() throws -> WorkerConfiguration {

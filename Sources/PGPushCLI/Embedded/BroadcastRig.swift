@@ -79,10 +79,9 @@ final class BroadcastRig: @unchecked Sendable {
             databaseURL = cluster.url
         }
         let url = try DatabaseURL(databaseURL)
-        _ = try await Migrator(logger: logger).migrate(url: url)
-        let connection = try await PostgresConnection.connect(
-            configuration: try url.connectionConfiguration(), id: 1, logger: logger)
+        let connection = try await connectToDatabase(url, id: 1, logger: logger)
         lock.withLock { self.connection = connection }
+        _ = try await Migrator(logger: logger).migrate(connection: connection)
 
         let (keyPath, teamID, keyID, publicKey) = try signingKey()
         if let external = configuration.externalSimulator {
@@ -242,15 +241,13 @@ final class BroadcastRig: @unchecked Sendable {
     }
 
     private func reconnectForCleanup() async throws -> PostgresConnection {
-        try await PostgresConnection.connect(
-            configuration: try DatabaseURL(databaseURL).connectionConfiguration(), id: 2, logger: logger)
+        try await connectToDatabase(try DatabaseURL(databaseURL), id: 2, logger: logger)
     }
 
     /// A further connection to the rig's database (after ``setUp()``), for producers that must not share the
     /// rig's own; the caller closes it.
     func openConnection(id: Int) async throws -> PostgresConnection {
-        try await PostgresConnection.connect(
-            configuration: try DatabaseURL(databaseURL).connectionConfiguration(), id: id, logger: logger)
+        try await connectToDatabase(try DatabaseURL(databaseURL), id: id, logger: logger)
     }
 
     /// The simulator's accepted count and duplicated tokens, when it runs in-process.

@@ -33,7 +33,7 @@ final class WorkerProcess: @unchecked Sendable {
     init(id: String, arguments: [String], logPath: String) throws {
         self.id = id
         self.logPath = logPath
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: Self.executablePath)
         process.arguments = ["worker", "--worker-id", id, "--log-format", "json", "--log-level", "info"] + arguments
         var environment = ProcessInfo.processInfo.environment

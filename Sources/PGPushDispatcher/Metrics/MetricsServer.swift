@@ -27,15 +27,29 @@ public final class MetricsServer: Service, Sendable {
     /// The port actually bound (useful with port 0).
     public var localPort: Int? { boundPort.withLock { $0 } }
 
+    /// The listening socket could not be opened, e.g. another process holds the port; names the address.
+    public struct BindError: Error, CustomStringConvertible {
+        public let host: String
+        public let port: Int
+        public let underlying: any Error
+
+        public var description: String { "cannot listen on \(host):\(port): \(underlying)" }
+    }
+
     public func run() async throws {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .bind(host: host, port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
+        let channel: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
+        do {
+            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: host, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                        return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
+                    }
                 }
-            }
+        } catch {
+            throw BindError(host: host, port: port, underlying: error)
+        }
         boundPort.withLock { $0 = channel.channel.localAddress?.port }
         logger.info("metrics server listening", metadata: ["address": "\(host):\(channel.channel.localAddress?.port ?? port)"])
         do {

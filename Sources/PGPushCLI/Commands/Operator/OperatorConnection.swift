@@ -13,10 +13,9 @@ func withOperatorConnection<Result: Sendable>(
 ) async throws -> Result {
     let connection: PostgresConnection
     do {
-        connection = try await PostgresConnection.connect(
-            configuration: try url.connectionConfiguration(), id: 1, logger: logger)
-    } catch {
-        throw OperatorError(.failed, "cannot connect to \(url): \(describeDatabaseError(error))")
+        connection = try await connectToDatabase(url, logger: logger)
+    } catch let failure as ConnectionFailure {
+        throw OperatorError(.failed, failure.description)
     }
     do {
         let result = try await body(connection)
