@@ -73,7 +73,7 @@ extension EndToEndTests {
                 // The release build's figures are the benchmark's; here, on a debug build sharing two cores with
                 // the simulator, an urgent job waits for the requests already in flight, never for the broadcast.
                 let rest = try await Self.secondsFromFirstToFinish(fleet, small[0], broadcast)
-                #expect(latencies.last! < min(5.0, rest / 4), "enqueue→first send: \(latencies); broadcast ran \(rest) s longer")
+                #expect(latencies.last! < min(10.0, rest / 4), "enqueue→first send: \(latencies); broadcast ran \(rest) s longer")
                 let ids = small.map(String.init).joined(separator: ",")
                 #expect(try await fleet.count(PostgresQuery(unsafeSQL: """
                     SELECT count(*) FROM push.jobs s, push.jobs b
