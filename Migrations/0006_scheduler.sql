@@ -56,13 +56,22 @@ SELECT j.id AS job_id,
        j.first_sent_at,
        j.failure_reason
   FROM push.jobs j
+  -- A job not expanded yet is counted by the index of its own audience: one `OR`ed predicate over every kind
+  -- of audience cannot use any index, and thousands of queued one-user jobs each scanned all of the app's
+  -- devices whenever the backlog was read.
   CROSS JOIN LATERAL (
       SELECT coalesce(
           j.total,
           cardinality(j.tokens)::bigint,
-          (SELECT count(*) FROM push.devices d
-            WHERE d.app_id = j.app_id
-              AND (j.user_ids IS NULL OR d.user_id = ANY (j.user_ids))
-              AND (j.tags IS NULL OR d.tags && j.tags))
+          CASE WHEN j.user_ids IS NOT NULL
+               THEN (SELECT count(*) FROM push.devices d WHERE d.app_id = j.app_id AND d.user_id = ANY (j.user_ids))
+               WHEN j.tags IS NOT NULL
+               THEN (SELECT count(*) FROM push.devices d WHERE d.app_id = j.app_id AND d.tags && j.tags)
+               ELSE (SELECT count(*) FROM push.devices d WHERE d.app_id = j.app_id) END
       ) AS total
   ) t;
+
+-- Claims and lease renewals update locked_by and locked_until; with no index on them those updates are HOT
+-- (heap-only), which matters at thousands of one-token chunks a second. The heartbeat and the release read
+-- this process's chunks by a scan of a table kept small by deleting finished chunks.
+DROP INDEX push.chunks_locked;

@@ -43,16 +43,14 @@ final class ConcurrencyGate: Sendable {
 
     func acquire(priority: Int = 0) async {
         let granted = state.withLock { state in
-            guard state.inFlight < state.limiter.limit, state.waiters.isEmpty || state.waiters[0].priority < priority else {
-                return false
-            }
+            guard state.inFlight < state.limiter.limit else { return false }
             state.inFlight += 1
             return true
         }
         if granted { return }
         await withCheckedContinuation { continuation in
             let now = state.withLock { state -> Bool in
-                if state.inFlight < state.limiter.limit && state.waiters.isEmpty {
+                if state.inFlight < state.limiter.limit {
                     state.inFlight += 1
                     return true
                 }

@@ -9,6 +9,7 @@ extension Worker {
         while !Task.isCancelled {
             try? await Task.sleep(for: configuration.pollInterval)
             wake.yield()
+            expansionWake.yield()
         }
     }
 
@@ -34,7 +35,7 @@ extension Worker {
                     try await connection.listen(on: "pgpush_jobs") { notifications in
                         failures = 0
                         for try await _ in notifications {
-                            self.wake.yield()
+                            self.expansionWake.yield()
                         }
                     }
                 }

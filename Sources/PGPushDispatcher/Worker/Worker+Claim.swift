@@ -18,7 +18,7 @@ extension Worker {
                 let throttles = registry.throttles()
                 guard let budget = scheduler.withLock({ $0.nextClaim(throttles: throttles) }) else { continue }
                 do {
-                    let claimed = try await expandAndClaim(budget)
+                    let claimed = try await claim(budget)
                     databaseFailures = 0
                     readiness.store(true, ordering: .relaxed)
                     let full = scheduler.withLock {
@@ -42,43 +42,60 @@ extension Worker {
         }
     }
 
-    /// Jobs become chunks first, so a new one-token job competes with broadcasts already running. Small jobs
-    /// are expanded in batches, one statement each; a broadcast's expansion is looked for at most every
-    /// ``largeJobExpansionInterval``, or right after one was found.
-    private func expandAndClaim(_ budget: ClaimBudget) async throws -> [ClaimedChunk] {
+    private func claim(_ budget: ClaimBudget) async throws -> [ClaimedChunk] {
         let started = ContinuousClock.now
-        do {
-            var batches = 0
-            while batches < 4 {
-                let expanded = try await store.expandDueSmallJobs(chunkSize: configuration.chunkSize, limit: Self.smallJobBatch)
-                batches += 1
-                if expanded < Self.smallJobBatch { break }
-            }
-            let due = state.withLock { state -> Bool in
-                guard state.largeJobFound || state.lastLargeJobLook.map({ $0.duration(to: started) >= Self.largeJobExpansionInterval }) ?? true
-                else { return false }
-                state.lastLargeJobLook = started
-                return true
-            }
-            if due {
-                let expansion = try await store.expandNextDueJob(chunkSize: configuration.chunkSize)
-                state.withLock { $0.largeJobFound = expansion != nil }
-                if let expansion {
-                    logger.info("expanded job", metadata: [
-                        "job": "\(expansion.jobID)", "app": "\(expansion.appID)", "tokens": "\(expansion.total)", "chunks": "\(expansion.chunks)",
-                    ])
-                }
-            }
-        } catch {
-            // Work already expanded must keep flowing even if expanding a new job fails.
-            logger.error("expanding jobs failed", metadata: ["error": "\(String(reflecting: error))"])
-        }
         let chunks = try await store.claimChunks(budget, lease: configuration.lease)
         if !chunks.isEmpty { metrics.claimDuration.record(duration: ContinuousClock.now - started) }
         return chunks
     }
 
-    static let smallJobBatch = 500
+    /// Turns due jobs into chunks, apart from claiming so that neither waits for the other: small jobs in
+    /// batches, one statement each, until none is left; a broadcast's expansion is looked for at most every
+    /// ``largeJobExpansionInterval``, or right after one was found. Woken by NOTIFY and the poll tick; it wakes
+    /// the claim loop when it made work.
+    func expansionLoop() async {
+        var failures = 0
+        for await _ in expansionEvents {
+            if stop.isSet { break }
+            do {
+                var made = 0
+                while !stop.isSet {
+                    let expanded = try await store.expandDueSmallJobs(chunkSize: configuration.chunkSize, limit: Self.smallJobBatch)
+                    made += expanded
+                    if expanded > 0 { wake.yield() }
+                    if expanded < Self.smallJobBatch { break }
+                }
+                let now = ContinuousClock.now
+                let due = state.withLock { state -> Bool in
+                    guard state.largeJobFound || state.lastLargeJobLook.map({ $0.duration(to: now) >= Self.largeJobExpansionInterval }) ?? true
+                    else { return false }
+                    state.lastLargeJobLook = now
+                    return true
+                }
+                if due {
+                    let expansion = try await store.expandNextDueJob(chunkSize: configuration.chunkSize)
+                    state.withLock { $0.largeJobFound = expansion != nil }
+                    if let expansion {
+                        made += 1
+                        wake.yield()
+                        logger.info("expanded job", metadata: [
+                            "job": "\(expansion.jobID)", "app": "\(expansion.appID)", "tokens": "\(expansion.total)", "chunks": "\(expansion.chunks)",
+                        ])
+                        expansionWake.yield()
+                    }
+                }
+                failures = 0
+            } catch {
+                // Work already expanded keeps flowing: claiming does not wait for this loop.
+                failures += 1
+                logger.error("expanding jobs failed", metadata: ["error": "\(String(reflecting: error))"])
+                try? await Task.sleep(for: Self.backoff(failures))
+                expansionWake.yield()
+            }
+        }
+    }
+
+    static let smallJobBatch = 1000
     static let largeJobExpansionInterval: Duration = .milliseconds(100)
 
     /// Sends one chunk and hands its completion to the result writer. If its tokens cannot be read, it retries;

@@ -25,6 +25,8 @@ public final class Worker: Service, Sendable {
     let state = Mutex(LoopState())
     let events: AsyncStream<Void>
     let wake: AsyncStream<Void>.Continuation
+    let expansionEvents: AsyncStream<Void>
+    let expansionWake: AsyncStream<Void>.Continuation
     let readiness = Atomic<Bool>(false)
     let scheduler: Mutex<WorkScheduler<ChunkCompletion>>
     /// Jobs cancelled or failed while this worker may hold their chunks: their tokens stop going out.
@@ -52,6 +54,7 @@ public final class Worker: Service, Sendable {
         self.logger = logger
         self.scheduler = Mutex(WorkScheduler(configuration: .init(capacity: configuration.capacity)))
         (self.events, self.wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        (self.expansionEvents, self.expansionWake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// True while the worker can reach the database and is not draining (`/readyz`).
@@ -69,6 +72,7 @@ public final class Worker: Service, Sendable {
                 group.addTask { await self.cancelListenLoop() }
                 group.addTask { await self.maintenanceLoop() }
                 group.addTask { await self.ticker() }
+                group.addTask { await self.expansionLoop() }
                 await self.claimLoop()
                 let started = self.shutdownStarted.withLock { $0 } ?? .now
                 await self.flushResults(until: started + self.configuration.gracePeriod)
@@ -86,6 +90,7 @@ public final class Worker: Service, Sendable {
             self.shutdownStarted.withLock { $0 = $0 ?? .now }
             self.stop.set()
             self.wake.yield()
+            self.expansionWake.yield()
         }
     }
 

@@ -47,16 +47,22 @@ extension QueueStore {
             ), totals AS (
                 SELECT job_id, sum(estimated_tokens)::int8 AS total FROM inserted GROUP BY job_id
             ), started AS (
-                -- An empty audience (a user without devices) has nothing to send: the job is done at once.
                 UPDATE push.jobs j
-                   SET state = CASE WHEN coalesce(t.total, 0) = 0 THEN 'done' ELSE 'running' END,
-                       total = coalesce(t.total, 0), started_at = now(),
-                       finished_at = CASE WHEN coalesce(t.total, 0) = 0 THEN now() END
-                  FROM due LEFT JOIN totals t ON t.job_id = due.id
-                 WHERE j.id = due.id
+                   SET state = 'running', total = t.total, started_at = now()
+                  FROM totals t
+                 WHERE j.id = t.job_id
+                RETURNING j.id
+            ), empty AS (
+                -- An empty audience (a user without devices) has nothing to send: the job is done at once.
+                -- A separate update keeps both joins linear: an outer join of the batch against its totals
+                -- was planned as a nested loop, quadratic in the batch.
+                UPDATE push.jobs j
+                   SET state = 'done', total = 0, started_at = now(), finished_at = now()
+                  FROM due
+                 WHERE j.id = due.id AND due.id NOT IN (SELECT job_id FROM totals)
                 RETURNING j.id
             )
-            SELECT count(*)::int8 FROM started
+            SELECT (SELECT count(*) FROM started) + (SELECT count(*) FROM empty)
             """)
         return Int(try rows.first?.decode(Int64.self) ?? 0)
     }
