@@ -81,3 +81,10 @@ REVOKE ALL ON push.app_answer_window, push.operator_audit FROM PUBLIC;
 REVOKE ALL ON FUNCTION push.confirm_stale_audience(text, text), push.apps_resumed() FROM PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON push.app_answer_window TO pgpush_worker;
 GRANT SELECT ON push.operator_audit TO pgpush_worker, pgpush_reader;
+
+-- Retention: maintenance removes finished jobs, their pruning audit rows and old prune candidates after the
+-- configured retention, in small batches, each found through an index (a table of a million finished jobs
+-- must not be scanned by every pass).
+CREATE INDEX jobs_finished ON push.jobs (finished_at) WHERE state IN ('done', 'failed', 'cancelled');
+CREATE INDEX pruned_devices_by_time ON push.pruned_devices (pruned_at);
+CREATE INDEX prune_candidates_by_time ON push.prune_candidates (reported_at);

@@ -181,3 +181,48 @@ struct SchedulerQueueTests {
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(2)))
+struct RetentionTests {
+    @Test func maintenanceRemovesOnlyWhatIsOlderThanTheRetentionInSmallBatches() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            try await db.exec("""
+                SELECT push.enqueue('a', '{"aps":{}}', tokens => ARRAY[lpad(to_hex(g), 64, '0')]) FROM generate_series(1, 30) g
+                """)
+            // 25 finished 40 days ago, 3 finished yesterday, 2 still queued.
+            try await db.exec("""
+                UPDATE push.jobs SET state = 'done', finished_at = now() - interval '40 days'
+                 WHERE id IN (SELECT id FROM push.jobs ORDER BY id LIMIT 25)
+                """)
+            try await db.exec("""
+                UPDATE push.jobs SET state = 'failed', finished_at = now() - interval '1 day'
+                 WHERE id IN (SELECT id FROM push.jobs WHERE state = 'queued' ORDER BY id LIMIT 3)
+                """)
+            try await db.exec("""
+                INSERT INTO push.pruned_devices (app_id, token, reason, pruned_at)
+                SELECT 'a', lpad(to_hex(g), 64, '0'), 'Unregistered', now() - make_interval(days => g) FROM generate_series(1, 60) g
+                """)
+            try await db.exec("""
+                INSERT INTO push.prune_candidates (app_id, token, job_id, status, reason, reported_at)
+                VALUES ('a', 'aa', 1, 410, 'Unregistered', now() - interval '31 days'), ('a', 'bb', 1, 410, 'Unregistered', now())
+                """)
+            let store = QueueStore(client: db.client, workerID: "leader", logger: db.logger)
+            let first = try await store.removeExpired(olderThan: .seconds(30 * 86_400), batchSize: 10)
+            #expect(first.jobsRemoved == 10 && first.auditRowsRemoved == 10 && first.pruneCandidatesRemoved == 1)
+            while try await store.removeExpired(olderThan: .seconds(30 * 86_400), batchSize: 10).jobsRemoved > 0 {}
+            #expect(try await db.scalar("SELECT count(*) FROM push.jobs") == 5, "recent and unfinished jobs stay")
+            #expect(try await db.scalar("SELECT count(*) FROM push.jobs WHERE state = 'queued'") == 2)
+            #expect(try await db.scalar("SELECT count(*) FROM push.pruned_devices") == 29, "audit rows of the last 29 days stay")
+            #expect(try await db.scalar("SELECT count(*) FROM push.prune_candidates") == 1)
+            // The job batch is found through the partial index on finished_at, not a scan of every job.
+            let plan = try await db.rows("""
+                EXPLAIN SELECT id FROM push.jobs WHERE state IN ('done', 'failed', 'cancelled')
+                   AND finished_at < now() - interval '30 days' ORDER BY finished_at LIMIT 1000
+                """)
+            var text = ""
+            for try await line in plan.decode(String.self) { text += line + "\n" }
+            #expect(text.contains("jobs_finished"), "\(text)")
+        }
+    }
+}

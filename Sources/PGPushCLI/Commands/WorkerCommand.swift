@@ -71,6 +71,8 @@ struct WorkerCommand: AsyncParsableCommand {
     var tokenRefreshAfter: Double?
     @Option(help: "Seconds between maintenance passes: partitions, stuck jobs, pruning (env: PGPUSH_MAINTENANCE_INTERVAL; default 5).")
     var maintenanceInterval: Double?
+    @Option(help: "Days after which finished jobs, pruning audit rows and prune candidates are removed (env: PGPUSH_RETENTION_DAYS; default 30).")
+    var retentionDays: Double?
     @Option(help: "PostgreSQL connections this worker may open (env: PGPUSH_DB_CONNECTIONS; default 8).")
     var dbConnections: Int?
     @Option(help: "This worker's id in leases and the registry (env: PGPUSH_WORKER_ID; default host:pid:random).")
@@ -105,7 +107,8 @@ struct WorkerCommand: AsyncParsableCommand {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client)]
         if port >= 0 {
             let server = MetricsServer(
-                host: host, port: port, registry: registry, logger: logger, isReady: { worker.isReady })
+                host: host, port: port, registry: registry, logger: logger, isReady: { worker.isReady },
+                isHealthy: { worker.isHealthy })
             services.append(.init(service: server))
         }
         services.append(.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup))
@@ -207,6 +210,10 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         if let value = try setting(maintenanceInterval, "PGPUSH_MAINTENANCE_INTERVAL") {
             configuration.maintenanceInterval = try positive(value, "--maintenance-interval")
+        }
+        if let value = try setting(retentionDays, "PGPUSH_RETENTION_DAYS") {
+            guard value > 0 else { throw ValidationError("--retention-days must be positive") }
+            configuration.retention = .seconds(value * 86_400)
         }
         if let value = try setting(dbConnections, "PGPUSH_DB_CONNECTIONS") { configuration.databaseConnections = value }
         return configuration

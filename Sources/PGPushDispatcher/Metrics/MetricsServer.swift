@@ -6,22 +6,27 @@ import Prometheus
 import ServiceLifecycle
 import Synchronization
 
-/// Serves `/metrics` (Prometheus text format), `/healthz` (the process is alive) and `/readyz` (the database
-/// is reachable and the worker is not draining) over plain HTTP/1.1.
+/// Serves `/metrics` (Prometheus text format), `/healthz` (the worker still reaches the database and is not
+/// wedged) and `/readyz` (the database is reachable and the worker is not draining) over plain HTTP/1.1.
 public final class MetricsServer: Service, Sendable {
     public let host: String
     public let port: Int
     let registry: PrometheusCollectorRegistry
     let isReady: @Sendable () -> Bool
+    let isHealthy: @Sendable () -> Bool
     let logger: Logger
     private let boundPort = Mutex<Int?>(nil)
 
-    public init(host: String, port: Int, registry: PrometheusCollectorRegistry, logger: Logger, isReady: @escaping @Sendable () -> Bool) {
+    public init(
+        host: String, port: Int, registry: PrometheusCollectorRegistry, logger: Logger,
+        isReady: @escaping @Sendable () -> Bool, isHealthy: @escaping @Sendable () -> Bool = { true }
+    ) {
         self.host = host
         self.port = port
         self.registry = registry
         self.logger = logger
         self.isReady = isReady
+        self.isHealthy = isHealthy
     }
 
     /// The port actually bound (useful with port 0).
@@ -94,7 +99,9 @@ public final class MetricsServer: Service, Sendable {
         case "/metrics":
             return (.ok, "text/plain; version=0.0.4; charset=utf-8", ByteBuffer(bytes: registry.emitToBuffer()))
         case "/healthz":
-            return (.ok, "text/plain", ByteBuffer(string: "ok\n"))
+            return isHealthy()
+                ? (.ok, "text/plain", ByteBuffer(string: "ok\n"))
+                : (.serviceUnavailable, "text/plain", ByteBuffer(string: "unhealthy: no database contact or a stuck claim loop\n"))
         case "/readyz":
             return isReady()
                 ? (.ok, "text/plain", ByteBuffer(string: "ready\n"))

@@ -18,6 +18,7 @@ extension Worker {
         while !Task.isCancelled {
             do {
                 let live = try await store.heartbeat(lease: configuration.lease, liveWindow: configuration.heartbeatInterval * 3)
+                health.withLock { $0.databaseAnswered(at: .now) }
                 await registry.setLiveWorkers(live)
             } catch {
                 logger.warning("heartbeat failed", metadata: ["error": "\(String(reflecting: error))"])
@@ -81,6 +82,13 @@ extension Worker {
                 let deadAfter = configuration.heartbeatInterval * 6
                 _ = try await store.asMaintenanceLeader {
                     _ = try await self.store.maintain(deadWorkerAfter: deadAfter)
+                    let removed = try await self.store.removeExpired(olderThan: self.configuration.retention)
+                    if removed.jobsRemoved + removed.auditRowsRemoved + removed.pruneCandidatesRemoved > 0 {
+                        self.logger.info("retention", metadata: [
+                            "jobs": "\(removed.jobsRemoved)", "pruned_devices": "\(removed.auditRowsRemoved)",
+                            "prune_candidates": "\(removed.pruneCandidatesRemoved)",
+                        ])
+                    }
                     try await self.prunePass()
                     let backlog = try await self.store.backlog()
                     self.metrics.backlogTokens.record(backlog.reduce(0) { $0 + $1.tokens })

@@ -14,6 +14,7 @@ extension Worker {
             var databaseFailures = 0
             for await _ in events {
                 if stop.isSet { break }
+                health.withLock { $0.loopTurned(at: .now) }
                 writePendingPauses()
                 let throttles = registry.throttles()
                 guard let budget = scheduler.withLock({ $0.nextClaim(throttles: throttles) }) else { continue }

@@ -34,6 +34,7 @@ public final class Worker: Service, Sendable {
     /// Set once the shutdown's grace period is over: a failing write stops retrying.
     let writesAbandoned = Atomic<Bool>(false)
     let shutdownStarted = Mutex<ContinuousClock.Instant?>(nil)
+    let health: Mutex<WorkerHealth>
 
     struct LoopState {
         var tokensSent = 0
@@ -53,12 +54,20 @@ public final class Worker: Service, Sendable {
         self.metrics = metrics
         self.logger = logger
         self.scheduler = Mutex(WorkScheduler(configuration: .init(capacity: configuration.capacity)))
+        // A heartbeat goes out every heartbeatInterval; a lease's worth of failed ones means the leases are gone.
+        // The claim loop wakes at least every pollInterval; a statement may hold it for QueueStore.deadline.
+        self.health = Mutex(WorkerHealth(
+            databaseWindow: max(configuration.lease, configuration.heartbeatInterval * 3),
+            loopWindow: QueueStore.deadline * 2 + configuration.pollInterval * 3, now: .now))
         (self.events, self.wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         (self.expansionEvents, self.expansionWake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// True while the worker can reach the database and is not draining (`/readyz`).
     public var isReady: Bool { readiness.load(ordering: .relaxed) && !stop.isSet }
+
+    /// True while the worker reaches PostgreSQL and its claim loop turns (`/healthz`).
+    public var isHealthy: Bool { health.withLock { $0.isHealthy(at: .now) } }
 
     /// Statements this worker sent to PostgreSQL.
     public var statementsExecuted: Int { store.statementsExecuted }

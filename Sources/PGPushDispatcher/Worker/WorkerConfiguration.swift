@@ -43,6 +43,9 @@ public struct WorkerConfiguration: Sendable {
     /// once at least `badDeviceTokenMinimumAnswers` answers are in, the app is paused and nothing is pruned.
     public var badDeviceTokenShare: Double = 0.2
     public var badDeviceTokenMinimumAnswers: Int = 1000
+    /// Finished jobs, pruning audit rows and prune candidates older than this are removed by maintenance, a
+    /// small batch of each per pass. `push.deliveries` keeps its own retention: whole daily partitions.
+    public var retention: Duration = .seconds(30 * 86_400)
     /// How often the maintenance leader runs (partitions, stuck jobs, pruning).
     public var maintenanceInterval: Duration = .seconds(5)
     /// Provider-token refresh rules (shared across the fleet through the database).

@@ -12,6 +12,9 @@ extension QueueStore {
         public var jobsFinished: Int = 0
         public var workersRemoved: Int = 0
         public var chunksOfEndedJobsDropped: Int = 0
+        public var jobsRemoved: Int = 0
+        public var auditRowsRemoved: Int = 0
+        public var pruneCandidatesRemoved: Int = 0
     }
 
     /// Runs `pass` only if this worker wins the maintenance leadership, and holds it for the whole pass: a
@@ -77,6 +80,36 @@ extension QueueStore {
                 """, on: connection).count
             return report
         }
+    }
+
+    /// Retention, one small batch of each kind: finished jobs, pruning audit rows and prune candidates older
+    /// than `keep`. Each batch is found through an index and deleted by primary key, so a pass stays short
+    /// however large the tables are; maintenance runs it every pass until little is left.
+    /// `push.deliveries` is not touched here: its daily partitions are dropped whole
+    /// (`push.drop_delivery_partitions`).
+    public func removeExpired(olderThan keep: Duration, batchSize: Int = 1000) async throws -> MaintenanceReport {
+        var report = MaintenanceReport(ranAsLeader: true)
+        let seconds = keep.secondsValue
+        report.jobsRemoved = try await run("""
+            DELETE FROM push.jobs WHERE id IN (
+                SELECT id FROM push.jobs
+                 WHERE state IN ('done', 'failed', 'cancelled') AND finished_at < now() - make_interval(secs => \(seconds))
+                 ORDER BY finished_at LIMIT \(batchSize))
+            RETURNING id
+            """).count
+        report.auditRowsRemoved = try await run("""
+            DELETE FROM push.pruned_devices WHERE id IN (
+                SELECT id FROM push.pruned_devices WHERE pruned_at < now() - make_interval(secs => \(seconds))
+                 ORDER BY pruned_at LIMIT \(batchSize))
+            RETURNING id
+            """).count
+        report.pruneCandidatesRemoved = try await run("""
+            DELETE FROM push.prune_candidates WHERE id IN (
+                SELECT id FROM push.prune_candidates WHERE reported_at < now() - make_interval(secs => \(seconds))
+                 ORDER BY reported_at LIMIT \(batchSize))
+            RETURNING id
+            """).count
+        return report
     }
 
     /// Tokens still to send, per app, and the age of the oldest job with work left (for metrics).

@@ -1,0 +1,33 @@
+import Testing
+
+@testable import PGPushDispatcher
+
+/// `/healthz`'s rule, with the time passed in.
+@Suite struct WorkerHealthTests {
+    static let start = ContinuousClock.now
+
+    static func health() -> WorkerHealth {
+        WorkerHealth(databaseWindow: .seconds(30), loopWindow: .seconds(60), now: start)
+    }
+
+    @Test func aWorkerThatReachesItsDatabaseAndTurnsIsHealthy() {
+        var health = Self.health()
+        health.databaseAnswered(at: Self.start + .seconds(25))
+        health.loopTurned(at: Self.start + .seconds(40))
+        #expect(health.isHealthy(at: Self.start + .seconds(50)))
+    }
+
+    @Test func aWorkerCutOffFromPostgreSQLForALeaseIsUnhealthy() {
+        var health = Self.health()
+        health.loopTurned(at: Self.start + .seconds(31))
+        #expect(!health.isHealthy(at: Self.start + .seconds(31)))
+        health.databaseAnswered(at: Self.start + .seconds(32))
+        #expect(health.isHealthy(at: Self.start + .seconds(32)), "healthy again once the database answers")
+    }
+
+    @Test func aWedgedClaimLoopIsUnhealthyEvenWithHeartbeats() {
+        var health = Self.health()
+        health.databaseAnswered(at: Self.start + .seconds(61))
+        #expect(!health.isHealthy(at: Self.start + .seconds(61)))
+    }
+}
