@@ -226,3 +226,35 @@ struct RetentionTests {
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(2)))
+struct HeartbeatTests {
+    @Test func aHeartbeatDoesNotWaitForAChunkRowAWriteHoldsAndStillBeatsTheRegistry() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            try await db.exec("""
+                SELECT push.enqueue('a', '{"aps":{}}', tokens => ARRAY[lpad(to_hex(g), 64, '0')]) FROM generate_series(1, 2) g
+                """)
+            let store = QueueStore(client: db.client, workerID: "w", logger: db.logger)
+            try await store.registerWorker(hostname: "h", pid: 1)
+            _ = try await store.expandDueSmallJobs(chunkSize: 10, limit: 10)
+            let chunks = try await store.claimChunks(limit: 10, lease: .seconds(30))
+            #expect(chunks.count == 2)
+            try await db.exec("UPDATE push.workers SET heartbeat_at = now() - interval '1 hour'")
+            // Another transaction holds one chunk row (as this process's own completion write does) for 3 s.
+            let holder = Task {
+                try await db.client.withTransaction(logger: db.logger) { connection in
+                    _ = try await connection.query("SELECT id FROM push.chunks WHERE id = \(chunks[0].id) FOR UPDATE", logger: db.logger).collect()
+                    try await Task.sleep(for: .seconds(3))
+                }
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let started = ContinuousClock.now
+            _ = try await store.heartbeat(lease: .seconds(60), liveWindow: .seconds(30))
+            #expect(ContinuousClock.now - started < .seconds(2), "the heartbeat skipped the locked row")
+            #expect(try await db.scalar("SELECT count(*) FROM push.workers WHERE heartbeat_at > now() - interval '5 seconds'") == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.chunks WHERE id = \(chunks[1].id) AND locked_until > now() + interval '45 seconds'") == 1)
+            try await holder.value
+        }
+    }
+}

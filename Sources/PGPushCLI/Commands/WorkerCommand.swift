@@ -41,7 +41,7 @@ struct WorkerCommand: AsyncParsableCommand {
     var connectionsPerApp: Int?
     @Option(help: "Devices per chunk when a job is expanded (env: PGPUSH_CHUNK_SIZE; default 1000).")
     var chunkSize: Int?
-    @Option(help: "Notifications held at once: in flight, waiting or claimed ahead (env: PGPUSH_MAX_IN_FLIGHT; default 2 × --connections-per-app × 1000).")
+    @Option(help: "Notifications held at once: in flight, waiting or claimed ahead (env: PGPUSH_MAX_IN_FLIGHT; default 2 × --connections-per-app × 500).")
     var maxInFlight: Int?
     @Option(help: ArgumentHelp("Replaced by --max-in-flight; N means N × --chunk-size notifications (env: PGPUSH_MAX_ACTIVE_CHUNKS).", visibility: .hidden))
     var maxActiveChunks: Int?

@@ -189,7 +189,7 @@ public actor AppRegistry {
             throw PGPushError(.invalidConfiguration, "TLS setup failed for the app's connection pool")
         }
         let limiter = app.rateLimit.map { RateLimiter(fleetRatePerSecond: Double($0), liveWorkers: liveWorkers) }
-        let gate = ConcurrencyGate(maximum: configuration.connectionsPerApp * client.maximumStreamsPerConnectionCap)
+        let gate = ConcurrencyGate(maximum: min(configuration.inFlightPerApp, configuration.connectionsPerApp * client.maximumStreamsPerConnectionCap))
         return AppSender(app: app, pool: pool, rateLimiter: limiter, gate: gate)
     }
 }

@@ -11,9 +11,14 @@ public struct WorkerConfiguration: Sendable {
     public var chunkSize: Int = 1000
     /// Notifications held at once: in flight, waiting for their turn, or claimed ahead. Claims are sized to the
     /// free room, so a worker only takes what it can send, and a thousand one-token jobs cost what one
-    /// 1,000-token chunk does. `nil` derives it from the connections: twice what they can carry at APNs'
-    /// usual stream limit, so the streams stay full while the next claim is on its way.
+    /// 1,000-token chunk does. `nil` derives it: twice ``requestsInFlightPerApp``, so the streams stay full
+    /// while the next claim is on its way.
     public var maximumInFlight: Int?
+    /// Requests one app may have in flight from this worker at most (its adaptive limit grows up to this).
+    /// Enough to fill the pipe (500 per connection carry 16,000/s per connection at a 30 ms round trip),
+    /// and no more: every request beyond that only waits in APNs' queue, where an urgent notification would
+    /// wait behind it, and a server that slows down under a deep queue misses its PING deadline.
+    public var requestsInFlightPerApp: Int?
     /// How long a claim is valid without a heartbeat. A crashed worker's chunks are rescued after this.
     public var lease: Duration = .seconds(30)
     /// How often leases and the registry heartbeat are renewed.
@@ -59,9 +64,14 @@ public struct WorkerConfiguration: Sendable {
     /// The streams APNs usually allows per connection once a connection is established.
     public static let typicalStreamsPerConnection = 1000
 
-    /// ``maximumInFlight``, or the default derived from ``connectionsPerApp``.
+    /// ``maximumInFlight``, or the default derived from ``inFlightPerApp``.
     public var capacity: Int {
-        maximumInFlight ?? 2 * max(1, connectionsPerApp) * Self.typicalStreamsPerConnection
+        maximumInFlight ?? 2 * inFlightPerApp
+    }
+
+    /// ``requestsInFlightPerApp``, or 500 per connection.
+    public var inFlightPerApp: Int {
+        requestsInFlightPerApp ?? max(1, connectionsPerApp) * Self.typicalStreamsPerConnection / 2
     }
 
     public static func defaultWorkerID() -> String {

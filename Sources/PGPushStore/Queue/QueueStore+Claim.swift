@@ -130,10 +130,16 @@ extension QueueStore {
     /// Returns the number of live workers (for rate-limit shares). It gives up after a third of the lease, so
     /// one hung call leaves time for the next before the leases run out.
     public func heartbeat(lease: Duration, liveWindow: Duration) async throws -> Int {
+        // SKIP LOCKED: a chunk row locked right now is being recorded by this process's own write (it is about
+        // to be deleted) or rescued by another (it is lost anyway). Waiting for it could outlast the lock
+        // timeout, and a failed heartbeat would also miss the registry: the other workers would count this
+        // one dead and take a larger share of every rate limit.
         let rows = try await run("""
-            WITH extended AS (
-                UPDATE push.chunks SET locked_until = now() + make_interval(secs => \(lease.secondsValue))
-                 WHERE locked_by = \(leaseOwner)
+            WITH mine AS (
+                SELECT id FROM push.chunks WHERE locked_by = \(leaseOwner) FOR NO KEY UPDATE SKIP LOCKED
+            ), extended AS (
+                UPDATE push.chunks c SET locked_until = now() + make_interval(secs => \(lease.secondsValue))
+                  FROM mine WHERE c.id = mine.id
                 RETURNING 1
             ), beat AS (
                 UPDATE push.workers SET heartbeat_at = now() WHERE id = \(workerID) RETURNING 1
