@@ -93,33 +93,16 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var logger = Logger(label: "pgpush.bench.broadcast")
-        logger.logLevel = .warning
-        var configuration = BroadcastRig.Configuration(databaseURL: databaseUrl, appPrefix: "bench", logger: logger)
+        var configuration = BenchRun.rigConfiguration(
+            mode: "broadcast", databaseURL: databaseUrl, chunkSize: chunkSize, connectionsPerApp: connectionsPerApp,
+            simulatorLatency: try simulatorLatency.latency)
         if let simulatorEndpoint, let simulatorCa { configuration.externalSimulator = (simulatorEndpoint, simulatorCa) }
         if let keyFile, let teamId, let keyId { configuration.externalKey = (keyFile, teamId, keyId) }
-        if let chunkSize { configuration.workerArguments += ["--chunk-size", String(chunkSize)] }
-        if let connectionsPerApp { configuration.workerArguments += ["--connections-per-app", String(connectionsPerApp)] }
-        configuration.simulatorLatency = try simulatorLatency.latency
-        let rig = try BroadcastRig(configuration: configuration)
         let plan = BenchBroadcastPlan(
             devices: devices, workers: workers, latencySamples: latencySamples, timeout: .seconds(fromOption: timeout),
             simulatorLatency: simulatorEndpoint == nil ? configuration.simulatorLatency : nil,
             progress: json ? nil : FileHandle.standardError)
-        let report: BenchBroadcastReport
-        do {
-            report = try await runInterruptibly({ try await plan.run(on: rig) }, cleanup: { await rig.cleanup() })
-        } catch is Interrupted {
-            throw ExitCode(130)
-        } catch {
-            FileHandle.standardError.write(Data("pgpush bench broadcast: \(error)\n".utf8))
-            throw ExitCode.failure
-        }
-        if json {
-            try printJSON(report.json)
-        } else {
-            print(report.text)
-        }
+        let report = try await BenchRun.run(mode: "broadcast", configuration: configuration, json: json) { try await plan.run(on: $0) }
         guard report.jobState == "done" else { throw ExitCode.failure }
     }
 }

@@ -93,31 +93,14 @@ struct BenchMixedCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var logger = Logger(label: "pgpush.bench.mixed")
-        logger.logLevel = .warning
-        var configuration = BroadcastRig.Configuration(databaseURL: databaseUrl, appPrefix: "bench", logger: logger)
-        if let chunkSize { configuration.workerArguments += ["--chunk-size", String(chunkSize)] }
-        if let connectionsPerApp { configuration.workerArguments += ["--connections-per-app", String(connectionsPerApp)] }
-        configuration.simulatorLatency = try simulatorLatency.latency
-        let rig = try BroadcastRig(configuration: configuration)
+        let configuration = BenchRun.rigConfiguration(
+            mode: "mixed", databaseURL: databaseUrl, chunkSize: chunkSize, connectionsPerApp: connectionsPerApp,
+            simulatorLatency: try simulatorLatency.latency)
         let plan = BenchMixedPlan(
             devices: devices, rate: rate, duration: duration, priority: priority, broadcastPriority: broadcastPriority,
             workers: workers, skipSolo: skipSolo, timeout: .seconds(fromOption: timeout),
             simulatorLatency: configuration.simulatorLatency, progress: json ? nil : FileHandle.standardError)
-        let report: BenchMixedReport
-        do {
-            report = try await runInterruptibly({ try await plan.run(on: rig) }, cleanup: { await rig.cleanup() })
-        } catch is Interrupted {
-            throw ExitCode(130)
-        } catch {
-            FileHandle.standardError.write(Data("pgpush bench mixed: \(error)\n".utf8))
-            throw ExitCode.failure
-        }
-        if json {
-            try printJSON(report.json)
-        } else {
-            print(report.text)
-        }
+        let report = try await BenchRun.run(mode: "mixed", configuration: configuration, json: json) { try await plan.run(on: $0) }
         guard report.allDone else {
             FileHandle.standardError.write(Data("pgpush bench mixed: not every job is done\n".utf8))
             throw ExitCode.failure

@@ -82,31 +82,14 @@ struct BenchSmallJobsCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var logger = Logger(label: "pgpush.bench.small-jobs")
-        logger.logLevel = .warning
-        var configuration = BroadcastRig.Configuration(databaseURL: databaseUrl, appPrefix: "bench", logger: logger)
-        if let chunkSize { configuration.workerArguments += ["--chunk-size", String(chunkSize)] }
-        if let connectionsPerApp { configuration.workerArguments += ["--connections-per-app", String(connectionsPerApp)] }
-        configuration.simulatorLatency = try simulatorLatency.latency
-        let rig = try BroadcastRig(configuration: configuration)
+        let configuration = BenchRun.rigConfiguration(
+            mode: "small-jobs", databaseURL: databaseUrl, chunkSize: chunkSize, connectionsPerApp: connectionsPerApp,
+            simulatorLatency: try simulatorLatency.latency)
         let plan = BenchSmallJobsPlan(
             jobs: jobs, producers: producers, priority: priority, workers: workers,
             timeout: .seconds(fromOption: timeout), simulatorLatency: configuration.simulatorLatency,
             progress: json ? nil : FileHandle.standardError)
-        let report: BenchSmallJobsReport
-        do {
-            report = try await runInterruptibly({ try await plan.run(on: rig) }, cleanup: { await rig.cleanup() })
-        } catch is Interrupted {
-            throw ExitCode(130)
-        } catch {
-            FileHandle.standardError.write(Data("pgpush bench small-jobs: \(error)\n".utf8))
-            throw ExitCode.failure
-        }
-        if json {
-            try printJSON(report.json)
-        } else {
-            print(report.text)
-        }
+        let report = try await BenchRun.run(mode: "small-jobs", configuration: configuration, json: json) { try await plan.run(on: $0) }
         guard report.passed else {
             FileHandle.standardError.write(Data(
                 "pgpush bench small-jobs: not every job is done with exactly one outcome\n".utf8))

@@ -114,18 +114,6 @@ extension QueueStore {
             """)
     }
 
-    /// The states of jobs, by id.
-    public func jobStates(_ ids: [Int64]) async throws -> [Int64: String] {
-        guard !ids.isEmpty else { return [:] }
-        let rows = try await run("SELECT id, state FROM push.jobs WHERE id = ANY (\(ids))")
-        var states: [Int64: String] = [:]
-        for row in rows {
-            let (id, state) = try row.decode((Int64, String).self)
-            states[id] = state
-        }
-        return states
-    }
-
     /// Extends the lease of every chunk this process holds, and refreshes its registry heartbeat.
     /// Returns the number of live workers (for rate-limit shares). It gives up after a third of the lease, so
     /// one hung call leaves time for the next before the leases run out.
