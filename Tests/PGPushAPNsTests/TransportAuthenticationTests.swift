@@ -93,17 +93,45 @@ struct TransportAuthenticationTests {
             client: { TransportTest.clientConfiguration(port: $0, caFile: $1) },
             credentials: .certificate(stranger)
         ) { pool, simulator in
-            let outcome = await pool.send(TransportTest.request(token: TransportTest.randomToken()))
-            switch outcome {
-            case .noResponse(.connectFailed):
-                break
-            case .response(let response):
-                #expect(response.status == 403)
-            default:
-                Issue.record("expected connectFailed or 403, got \(outcome)")
+            // A refusal no reconnect can fix: the caller is told so, with a reason fit for the app's pause.
+            for _ in 0..<2 {
+                let outcome = await pool.send(TransportTest.request(token: TransportTest.randomToken()))
+                guard case .noResponse(.tlsRejected(let reason)) = outcome else {
+                    Issue.record("expected a TLS rejection, got \(outcome)")
+                    return
+                }
+                #expect(reason.hasPrefix("TLSCertificateRejected"), "\(reason)")
+                #expect(classify(outcome) == .configurationError(reason: reason))
             }
             #expect(simulator.ledger.acceptedCount == 0)
         }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aServerCertificateFromAnotherCAIsATLSRejectionNotATransientFailure() async throws {
+        let certificates = try TransportTestCertificates()
+        try await TransportTest.withPool(
+            simulator: TransportTest.simulatorConfiguration(key: nil),
+            // The client CA did not sign the simulator's server certificate.
+            client: { port, _ in TransportTest.clientConfiguration(port: port, caFile: certificates.caCertificate) },
+            credentials: .certificate(try APNsClientCertificate(pemFile: certificates.clientPEM))
+        ) { pool, simulator in
+            let outcome = await pool.send(TransportTest.request(token: TransportTest.randomToken()))
+            guard case .noResponse(.tlsRejected(let reason)) = outcome else {
+                Issue.record("expected a TLS rejection, got \(outcome)")
+                return
+            }
+            #expect(reason.hasPrefix("TLSServerNotTrusted"), "\(reason)")
+            #expect(simulator.ledger.acceptedCount == 0)
+        }
+    }
+
+    @Test func aClientCertificatesExpiryIsReadable() throws {
+        let certificates = try TransportTestCertificates()
+        let certificate = try APNsClientCertificate(pemFile: certificates.clientPEM)
+        // Issued for two days.
+        #expect(certificate.expiresAt.timeIntervalSinceNow > 86_400)
+        #expect(certificate.expiresAt.timeIntervalSinceNow < 3 * 86_400)
     }
 
     @Test func credentialLoadingErrorsAreCodedAndHideSecrets() throws {

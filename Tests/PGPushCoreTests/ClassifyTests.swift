@@ -104,6 +104,12 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
         }
     }
 
+    @Test func aTLSRejectionPausesTheAppWithItsReadableReason() {
+        let reason = "TLSCertificateExpired: APNs refused the client certificate as expired"
+        #expect(classify(.noResponse(.tlsRejected(reason: reason))) == .configurationError(reason: reason))
+        #expect(APNsOutcome.noResponse(.tlsRejected(reason: reason)).status == 0)
+    }
+
     @Test func goAwayCarryingAConfigurationReasonPausesTheApp() {
         for reason in ["BadCertificateEnvironment", "InvalidProviderToken", "TopicDisallowed", "BadTopic"] {
             #expect(classify(.noResponse(.goAwayNotProcessed(debugReason: reason))) == .configurationError(reason: reason))

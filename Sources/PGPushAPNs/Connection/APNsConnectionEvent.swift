@@ -6,8 +6,9 @@ enum APNsConnectionEvent: Sendable {
     case settings(maxConcurrentStreams: Int?)
     case goAway(lastStreamID: Int, errorCode: UInt32, debugData: String?)
     case pingAck(UInt64)
-    /// The channel closed; `error` describes why when it failed (TLS handshake, ALPN, reset).
-    case closed(error: String?)
+    /// The channel closed; `error` describes why when it failed (TLS handshake, ALPN, reset), and
+    /// `tlsRejection` is set when that failure is one a reconnect cannot fix (see ``TLSRejection``).
+    case closed(error: String?, tlsRejection: String?)
 }
 
 /// How one stream ended, before the connection interprets what a missing response means.

@@ -58,6 +58,7 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
     /// Requests waiting for send window, oldest first, with their deadlines.
     private var waitingForWindow = CircularBuffer<(pending: APNsPendingStream, deadline: NIODeadline)>()
     private var firstError: String?
+    private var tlsRejection: String?
     private var closedReported = false
 
     init(results: APNsDeferredResults, onEvent: @escaping @Sendable (APNsConnectionEvent) -> Void) {
@@ -225,6 +226,7 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
         // A stream-level error is followed by that stream's close; anything else ends the connection.
         if error is NIOHTTP2Errors.StreamError || error is NIOHTTP2Errors.StreamClosed { return }
         if firstError == nil { firstError = String(describing: error) }
+        if tlsRejection == nil { tlsRejection = TLSRejection.reason(for: error) }
         context.close(promise: nil)
     }
 
@@ -238,7 +240,7 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
         }
         if !closedReported {
             closedReported = true
-            onEvent(.closed(error: firstError))
+            onEvent(.closed(error: firstError, tlsRejection: tlsRejection))
         }
         context.fireChannelInactive()
     }

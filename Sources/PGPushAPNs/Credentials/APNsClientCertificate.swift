@@ -12,6 +12,11 @@ public struct APNsClientCertificate: Sendable {
     public let certificateChain: [NIOSSLCertificate]
     public let privateKey: NIOSSLPrivateKey
 
+    /// When the leaf certificate stops being valid. APNs refuses an expired certificate in the handshake.
+    public var expiresAt: Date {
+        Date(timeIntervalSince1970: TimeInterval(certificateChain[0].notValidAfter))
+    }
+
     public init(certificateChain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey) {
         self.certificateChain = certificateChain
         self.privateKey = privateKey

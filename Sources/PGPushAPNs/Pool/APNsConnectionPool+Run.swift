@@ -80,7 +80,8 @@ extension APNsConnectionPool {
                 consecutiveFailures = lifetime < .seconds(10) ? consecutiveFailures + 1 : 0
             } catch {
                 consecutiveFailures += 1
-                recordConnectFailure(id: id, detail: String(describing: error))
+                recordConnectFailure(id: id, failure: error as? APNsConnectFailure ?? APNsConnectFailure(
+                    detail: String(describing: error), tlsRejection: TLSRejection.reason(for: error)))
             }
             if consecutiveFailures > 0, !isShuttingDown {
                 await sleepUnlessShuttingDown(configuration.reconnectBackoff.delay(afterFailures: consecutiveFailures - 1))
@@ -102,8 +103,8 @@ extension APNsConnectionPool {
         if closeNow { connection.close() }
     }
 
-    private func recordConnectFailure(id: Int, detail: String) {
-        logger.warning("APNs connection attempt failed", metadata: ["error": "\(detail)"])
+    private func recordConnectFailure(id: Int, failure: APNsConnectFailure) {
+        logger.warning("APNs connection attempt failed", metadata: ["error": "\(failure.tlsRejection ?? failure.detail)"])
         var effects = APNsPoolEffects()
         state.withLock { state in
             state.statistics.connectFailures += 1
@@ -113,13 +114,13 @@ extension APNsConnectionPool {
                 } else {
                     state.entries[id] = nil
                     // Every promise must complete, even for a connection that never existed.
-                    effects.readyFailed.append((entry.ready, detail))
+                    effects.readyFailed.append((entry.ready, failure))
                     effects.retired.append(entry.retired)
                 }
             }
             if !state.hasReadyConnection {
-                state.lastConnectFailure = detail
-                state.failWaiters(.connectFailed(detail: detail), effects: &effects)
+                state.lastConnectFailure = failure.noResponseReason
+                state.failWaiters(failure.noResponseReason, effects: &effects)
             }
         }
         perform(effects)

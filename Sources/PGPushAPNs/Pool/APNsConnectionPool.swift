@@ -231,11 +231,12 @@ public final class APNsConnectionPool: Service, Sendable {
                 )
             case .pingAck(let payload):
                 entry.machine.pingAckReceived(payload)
-            case .closed(let error):
+            case .closed(let error, let tlsRejection):
                 action = entry.machine.channelClosed()
                 if !entry.readySignalled {
                     entry.readySignalled = true
-                    effects.readyFailed.append((entry.ready, error ?? "connection closed before HTTP/2 was ready"))
+                    effects.readyFailed.append((entry.ready, APNsConnectFailure(
+                        detail: error ?? "connection closed before HTTP/2 was ready", tlsRejection: tlsRejection)))
                 }
             }
             state.entries[connectionID] = entry

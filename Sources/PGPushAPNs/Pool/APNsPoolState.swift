@@ -19,13 +19,13 @@ struct APNsPoolEffects {
     var close: [APNsConnection] = []
     var retired: [EventLoopPromise<Void>] = []
     var readySucceeded: [EventLoopPromise<Void>] = []
-    var readyFailed: [(EventLoopPromise<Void>, String)] = []
+    var readyFailed: [(EventLoopPromise<Void>, APNsConnectFailure)] = []
     var pings: [(APNsConnection, UInt64)] = []
 
     func perform(pingTimeout: TimeAmount, onPingTimeout: @escaping @Sendable (Int, UInt64) -> Void) {
         for (continuation, grant) in grants { continuation.resume(returning: grant) }
         for promise in readySucceeded { promise.succeed(()) }
-        for (promise, detail) in readyFailed { promise.fail(APNsConnectFailure(detail: detail)) }
+        for (promise, failure) in readyFailed { promise.fail(failure) }
         for promise in retired { promise.succeed(()) }
         for connection in close { connection.close() }
         for (connection, payload) in pings {
@@ -39,7 +39,14 @@ struct APNsPoolEffects {
 /// Why a connection attempt failed; the detail never contains credentials.
 struct APNsConnectFailure: Error, CustomStringConvertible {
     var detail: String
+    /// Set when the failure is a TLS rejection that reconnecting cannot fix.
+    var tlsRejection: String? = nil
     var description: String { detail }
+
+    /// What the callers waiting for a stream are told.
+    var noResponseReason: APNsNoResponseReason {
+        tlsRejection.map { .tlsRejected(reason: $0) } ?? .connectFailed(detail: detail)
+    }
 }
 
 /// Everything the pool guards with its lock: the connections' state machines and the queue of waiting callers.
@@ -73,7 +80,7 @@ struct APNsPoolState {
     var nextID = 0
     var shuttingDown = false
     /// Set when an attempt failed and no connection is ready; callers then fail fast instead of waiting.
-    var lastConnectFailure: String?
+    var lastConnectFailure: APNsNoResponseReason?
     var statistics = APNsPoolStatistics()
 
     mutating func makeID() -> Int {
@@ -105,7 +112,7 @@ struct APNsPoolState {
     mutating func acquireImmediately() -> APNsSlotGrant? {
         if shuttingDown { return .failed(.connectFailed(detail: "the connection pool is shut down")) }
         if waitingCount == 0, let lease = reserveSlot() { return .granted(lease) }
-        if let lastConnectFailure, !hasReadyConnection { return .failed(.connectFailed(detail: lastConnectFailure)) }
+        if let lastConnectFailure, !hasReadyConnection { return .failed(lastConnectFailure) }
         return nil
     }
 
@@ -223,7 +230,7 @@ struct APNsPoolState {
     /// Drops a closed connection once its last stream has reported.
     mutating func removeIfFinished(_ id: Int, effects: inout APNsPoolEffects) {
         guard let entry = entries[id], entry.machine.isClosed, entry.machine.inFlight == 0 else { return }
-        if !entry.readySignalled { effects.readyFailed.append((entry.ready, "connection closed before HTTP/2 was ready")) }
+        if !entry.readySignalled { effects.readyFailed.append((entry.ready, APNsConnectFailure(detail: "connection closed before HTTP/2 was ready"))) }
         if !entry.retiredSignalled { effects.retired.append(entry.retired) }
         entries[id] = nil
     }

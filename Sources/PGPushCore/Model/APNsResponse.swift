@@ -32,8 +32,11 @@ public enum APNsNoResponseReason: Sendable, Hashable {
     case missingStatus
     /// The request's deadline passed before a response arrived: outcome unknown.
     case timeout
-    /// No connection could be established (TLS, DNS, refused); the request was never written.
+    /// No connection could be established (DNS, refused, reset, timeout); the request was never written.
     case connectFailed(detail: String)
+    /// The TLS handshake failed in a way reconnecting cannot fix (a certificate expired, revoked, refused or
+    /// not trusted); the request was never written. `reason` is readable and holds no secret.
+    case tlsRejected(reason: String)
 }
 
 /// The result of sending one request: a response, or the reason none came.

@@ -81,10 +81,11 @@ struct Fleet: Sendable {
     }
 
     /// Starts a worker process against this fleet's database and simulator.
-    func startWorker(_ arguments: [String] = [], id: String = "w-\(UUID().uuidString.prefix(6))") throws -> WorkerProcess {
+    /// `apnsCAFile` replaces the simulator's CA as the one the worker trusts.
+    func startWorker(_ arguments: [String] = [], id: String = "w-\(UUID().uuidString.prefix(6))", apnsCAFile: String? = nil) throws -> WorkerProcess {
         try WorkerProcess(arguments: [
             "worker", "--database-url", db.urlString,
-            "--apns-endpoint", "https://localhost:\(port)", "--apns-ca-file", simulator.caCertificatePath,
+            "--apns-endpoint", "https://localhost:\(port)", "--apns-ca-file", apnsCAFile ?? simulator.caCertificatePath,
             "--metrics-port=-1", "--worker-id", id, "--maintenance-interval", "1", "--log-format", "json",
             // The in-process simulator of a debug test build answers far slower than APNs; a request it has
             // queued must not time out and be re-sent, which would show up as a duplicate in the ledger.
