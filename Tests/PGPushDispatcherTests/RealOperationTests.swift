@@ -136,4 +136,24 @@ extension EndToEndTests.RealOperationTests {
             #expect(try await fleet.count("SELECT count(*) FROM push.devices") == 1200)
         }
     }
+
+    @Test func anIdleAppsConnectionsAreClosedAndReopenedForItsNextJob() async throws {
+        try await Fleet.with { fleet in
+            try await fleet.createApp()
+            try await fleet.registerDevices(20)
+            let first = try await fleet.enqueue()
+            let worker = try fleet.startWorker(["--idle-pool-timeout", "2"])
+            #expect(try await fleet.waitForJob(first, timeout: .seconds(60)) == "done", "\(worker.log.suffix(1500))")
+            #expect(fleet.simulator.statistics.connectionsAccepted > 0)
+            try await EndToEndTests.DeliveryPolicyTests.waitUntil(timeout: .seconds(20)) {
+                fleet.simulator.openConnections == 0
+            }
+            let accepted = fleet.simulator.statistics.connectionsAccepted
+            let second = try await fleet.enqueue()
+            #expect(try await fleet.waitForJob(second, timeout: .seconds(60)) == "done", "\(worker.log.suffix(1500))")
+            #expect(fleet.simulator.statistics.connectionsAccepted > accepted, "the next job opened the pool again")
+            await worker.stop()
+            #expect(try await fleet.count("SELECT count(*) FROM push.deliveries WHERE status = 200") == 40)
+        }
+    }
 }

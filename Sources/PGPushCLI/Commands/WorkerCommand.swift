@@ -75,6 +75,8 @@ struct WorkerCommand: AsyncParsableCommand {
     var retentionDays: Double?
     @Option(help: "PostgreSQL connections this worker may open (env: PGPUSH_DB_CONNECTIONS; default 8).")
     var dbConnections: Int?
+    @Option(help: "Seconds an app's APNs connections stay open with nothing to send (env: PGPUSH_IDLE_POOL_TIMEOUT; default 600).")
+    var idlePoolTimeout: Double?
     @Option(help: "This worker's id in leases and the registry (env: PGPUSH_WORKER_ID; default host:pid:random).")
     var workerId: String?
     @Option(help: "Address for /metrics, /healthz and /readyz (env: PGPUSH_METRICS_HOST; default 0.0.0.0).")
@@ -216,6 +218,9 @@ struct WorkerCommand: AsyncParsableCommand {
             configuration.retention = .seconds(value * 86_400)
         }
         if let value = try setting(dbConnections, "PGPUSH_DB_CONNECTIONS") { configuration.databaseConnections = value }
+        if let value = try setting(idlePoolTimeout, "PGPUSH_IDLE_POOL_TIMEOUT") {
+            configuration.idlePoolTimeout = try positive(value, "--idle-pool-timeout")
+        }
         return configuration
     }
 

@@ -60,17 +60,25 @@ public actor AppRegistry {
         }
     }
 
-    /// The sender for an app, or `nil` when the app is unknown or its credential is unusable (the app is then
-    /// paused with the reason).
-    public func sender(for appID: String) async -> AppSender? {
-        if let sender = senders[appID] { return sender }
+    /// Checks out the sender for an app, or returns `nil` when the app is unknown or its credential is
+    /// unusable (the app is then paused with the reason). The caller checks it back in (``AppSender/checkIn()``)
+    /// when done; a sender checked out is never closed as idle.
+    func checkOutSender(for appID: String) async -> AppSender? {
+        if let sender = senders[appID] {
+            sender.usage.checkOut()
+            return sender
+        }
         if apps[appID] == nil { try? await reload() }
         // The reload suspended this actor: a concurrent first use may have built the pool meanwhile, and one
         // app gets one pool.
-        if let sender = senders[appID] { return sender }
+        if let sender = senders[appID] {
+            sender.usage.checkOut()
+            return sender
+        }
         guard let app = apps[appID] else { return nil }
         do {
             let sender = try makeSender(app)
+            sender.usage.checkOut()
             senders[appID] = sender
             publish()
             let pool = sender.pool
@@ -89,6 +97,21 @@ public actor AppRegistry {
             return nil
         }
     }
+
+    /// Closes the pools of apps nothing was sent for in `timeout`; returns their ids. The next chunk of such
+    /// an app opens a new pool.
+    @discardableResult
+    public func closeIdlePools(idleFor timeout: Duration, now: ContinuousClock.Instant = .now) -> [String] {
+        let idle = senders.filter { $0.value.usage.isIdle(for: timeout, now: now) }.map(\.key)
+        for appID in idle {
+            retire(appID)
+            logger.info("closed the connections of an idle app", metadata: ["app": "\(appID)"])
+        }
+        return idle
+    }
+
+    /// The apps with an open pool.
+    public var appsWithPools: Set<String> { Set(senders.keys) }
 
     /// How fast each app with a sender can send right now: its rate-limit share and its 429/503 backoff.
     public nonisolated func throttles() -> [String: AppThrottle] {
@@ -166,16 +189,23 @@ public actor AppRegistry {
                 }
                 passphrase = value
             }
+            let certificate: APNsClientCertificate
             do {
-                let lowered = resolved.lowercased()
-                if lowered.hasSuffix(".p12") || lowered.hasSuffix(".pfx") {
-                    credentials = .certificate(try APNsClientCertificate(pkcs12File: resolved, passphrase: passphrase))
-                } else {
-                    credentials = .certificate(try APNsClientCertificate(pemFile: resolved, passphrase: passphrase))
-                }
+                certificate = try APNsClientCertificate(file: resolved, passphrase: passphrase)
             } catch {
                 throw PGPushError(.invalidCredential, "certificate_path \(certificatePath) is not a usable certificate and key (wrong format or passphrase)")
             }
+            // APNs would refuse it in every handshake: say so now, with the date, instead of retrying.
+            let expiresAt = certificate.expiresAt
+            if expiresAt <= Date() {
+                throw PGPushError(.invalidCredential, "certificate_path \(certificatePath) expired on \(expiresAt.formatted(.iso8601))")
+            }
+            if expiresAt.timeIntervalSinceNow < 30 * 86_400 {
+                logger.warning("APNs client certificate expires soon", metadata: [
+                    "app": "\(app.id)", "expires_at": "\(expiresAt.formatted(.iso8601))",
+                ])
+            }
+            credentials = .certificate(certificate)
         } else {
             throw PGPushError(.invalidConfiguration, "app has neither a private key nor a certificate")
         }

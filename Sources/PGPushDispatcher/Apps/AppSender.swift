@@ -9,6 +9,11 @@ public struct AppSender: Sendable {
     public let rateLimiter: RateLimiter?
     /// Adaptive in-flight limit for this app (slow start, halves on 429/503).
     let gate: ConcurrencyGate
+    /// Check-outs by chunks; an idle sender's pool is closed.
+    let usage = SenderUsage()
+
+    /// Hands the sender back after a chunk used it.
+    func checkIn() { usage.checkIn() }
 
     /// The `apns-topic` for a push type: the bundle id plus the suffix APNs requires for that type.
     public func topic(for pushType: PushType) -> String {

@@ -58,6 +58,10 @@ public struct WorkerConfiguration: Sendable {
     /// PostgreSQL connections this worker may open; one idle for 5 s is closed. Two are taken by LISTEN (new
     /// jobs, cancels) and one by the maintenance leader for its pass.
     public var databaseConnections: Int = 8
+    /// An app's connection pool with nothing to send for this long is closed; the next chunk opens it again.
+    /// Long enough that steady traffic keeps its connections (APNs dislikes connect/close churn), short enough
+    /// that a fleet serving many apps does not hold connections for apps that went quiet.
+    public var idlePoolTimeout: Duration = .seconds(600)
 
     public init() {}
 

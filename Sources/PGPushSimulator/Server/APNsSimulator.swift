@@ -51,6 +51,9 @@ public final class APNsSimulator: Service, Sendable {
     /// What the simulator has seen so far.
     public var statistics: SimulatorStatistics { context.statistics.snapshot }
 
+    /// Client connections open right now (TCP accepted and not yet closed).
+    public var openConnections: Int { connections.all.count }
+
     /// The bound port once started.
     public var port: Int? {
         state.withLock { if case .running(let running) = $0 { return running.port } else { return nil } }
