@@ -83,9 +83,17 @@ extension EndToEndTests {
                 #expect(sends.first { $0.labels["status"] == "200" && $0.labels["app"] == "app" }?.value == 300)
                 #expect(sends.first { $0.labels["status"] == "410" && $0.labels["reason"] == "Unregistered" }?.value == 20)
                 for name in ["pgpush_send_duration_seconds_bucket", "pgpush_claim_duration_seconds_count", "pgpush_inflight_streams",
-                             "pgpush_connections", "pgpush_queue_backlog_tokens", "pgpush_paused_apps"] {
+                             "pgpush_connections", "pgpush_queue_backlog_tokens", "pgpush_paused_apps",
+                             "pgpush_completion_duration_seconds_count", "pgpush_leases_lost_total", "pgpush_unwritten_results",
+                             "pgpush_held_notifications", "pgpush_jobs_failed_total"] {
                     #expect(samples.contains { $0.name == name }, "missing \(name)")
                 }
+                // Nothing was lost or left unwritten in a healthy run, and the valve judged the app as healthy.
+                #expect(samples.first { $0.name == "pgpush_leases_lost_total" }?.value == 0)
+                #expect(samples.first { $0.name == "pgpush_unwritten_results" }?.value == 0)
+                #expect(samples.first { $0.name == "pgpush_completion_duration_seconds_count" }.map { $0.value > 0 } == true)
+                #expect(samples.first { $0.name == "pgpush_valve_tripped" && $0.labels["app"] == "app" }?.value == 0)
+                #expect(samples.first { $0.name == "pgpush_bad_device_token_share" && $0.labels["app"] == "app" } != nil)
                 let (missing, _) = try await Self.get(port, "/nope")
                 #expect(missing == 404)
 

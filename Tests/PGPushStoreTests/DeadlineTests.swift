@@ -4,12 +4,18 @@ import Testing
 
 @Suite(.timeLimit(.minutes(1)))
 struct DeadlineTests {
+    /// Waits without noticing cancellation, and without spinning: a cancelled `Task.sleep` returns at once, so a
+    /// loop of them would hog a thread of the cooperative pool.
+    static func sleepIgnoringCancellation(_ duration: Duration) async {
+        await Task.detached { try? await Task.sleep(for: duration) }.value
+    }
+
     @Test func aCallThatHangsIsAbandonedAtItsDeadline() async throws {
         let started = ContinuousClock.now
         await #expect(throws: PGPushError.self) {
             try await withDeadline(.milliseconds(200)) {
                 // Ignores cancellation, like a client call stuck on a dead connection.
-                while ContinuousClock.now - started < .seconds(5) { try? await Task.sleep(for: .milliseconds(20)) }
+                await Self.sleepIgnoringCancellation(.seconds(5))
                 return 1
             }
         }
@@ -20,5 +26,32 @@ struct DeadlineTests {
         #expect(try await withDeadline(.seconds(5)) { 42 } == 42)
         struct Boom: Error {}
         await #expect(throws: Boom.self) { try await withDeadline(.seconds(5)) { () async throws -> Int in throw Boom() } }
+    }
+
+    /// A shutdown cancels the loops; a call waiting for a database that is down must not hold them until its
+    /// deadline (25 s for a worker), or the shutdown overruns its grace period.
+    @Test func cancellingTheCallerEndsTheCallAtOnce() async throws {
+        let started = ContinuousClock.now
+        let call = Task {
+            try await withDeadline(.seconds(30)) {
+                await Self.sleepIgnoringCancellation(.seconds(10))
+                return 1
+            }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        call.cancel()
+        await #expect(throws: CancellationError.self) { try await call.value }
+        #expect(ContinuousClock.now - started < .seconds(2))
+
+        // Already cancelled before the call starts.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await withDeadline(.seconds(30)) { () async throws -> Int in
+                try await Task.sleep(for: .seconds(10))
+                return 1
+            }
+        }
+        await #expect(throws: CancellationError.self) { try await early.value }
+        #expect(ContinuousClock.now - started < .seconds(3))
     }
 }

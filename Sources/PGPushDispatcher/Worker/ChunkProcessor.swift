@@ -3,6 +3,7 @@ import Logging
 import PGPushAPNs
 import PGPushCore
 import PGPushStore
+import ServiceLifecycle
 import Synchronization
 
 /// Sends one claimed chunk and turns every answer into its completion: final outcomes, retries with backoff,
@@ -24,7 +25,8 @@ struct ChunkProcessor: Sendable {
     func process(_ chunk: ClaimedChunk, room: RoomReservation, verdicts: JobVerdicts) async throws -> ChunkCompletion {
         let job = chunk.job
         var completion = ChunkCompletion(chunk: chunk)
-        let tokens = try await store.tokens(of: chunk)
+        // Cut short by a shutdown: the caller gives the chunk back unsent.
+        let tokens = try await cancelWhenGracefulShutdown { try await store.tokens(of: chunk) }
         let now = Date()
 
         if chunk.claims > configuration.maximumClaims {
@@ -41,7 +43,12 @@ struct ChunkProcessor: Sendable {
             completion.outcomes = tokens.map { jobFailed($0, reason: reason, chunk: chunk, at: now) }
             return completion
         }
-        guard let sender = await registry.sender(for: chunk.appID), !appHealth.isPaused(chunk.appID) else {
+        guard let sender = await registry.checkOutSender(for: chunk.appID) else {
+            completion.requeued = [RequeuedTokens(tokens: tokens, attempt: chunk.attempt, notBefore: now, lastReason: chunk.lastReason)]
+            return completion
+        }
+        defer { sender.checkIn() }
+        guard !appHealth.isPaused(chunk.appID) else {
             completion.requeued = [RequeuedTokens(tokens: tokens, attempt: chunk.attempt, notBefore: now, lastReason: chunk.lastReason)]
             return completion
         }

@@ -21,6 +21,7 @@ extension Worker {
                 health.withLock { $0.databaseAnswered(at: .now) }
                 await registry.setLiveWorkers(live)
             } catch {
+                if Task.isCancelled { return }
                 logger.warning("heartbeat failed", metadata: ["error": "\(String(reflecting: error))"])
             }
             try? await Task.sleep(for: configuration.heartbeatInterval)
@@ -76,6 +77,7 @@ extension Worker {
         while !Task.isCancelled {
             do {
                 try await registry.reload()
+                await registry.closeIdlePools(idleFor: configuration.idlePoolTimeout)
                 let apps = try await store.apps()
                 appHealth.sync(pausedInDatabase: Set(apps.values.filter { $0.pausedReason != nil }.map(\.id)))
                 metrics.pausedApps.record(apps.values.count { $0.pausedReason != nil })
@@ -97,6 +99,7 @@ extension Worker {
                 samplePools()
                 metrics.heldNotifications.record(scheduler.withLock { $0.held })
             } catch {
+                if Task.isCancelled { return }
                 logger.warning("maintenance failed", metadata: ["error": "\(String(reflecting: error))"])
             }
             try? await Task.sleep(for: configuration.maintenanceInterval)

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PGPushCore
 import PGPushStore
+import ServiceLifecycle
 
 extension Worker {
     /// Expands due jobs and claims work sized to the free room, as the ``WorkScheduler`` decides; sleeps on
@@ -19,7 +20,9 @@ extension Worker {
                 let throttles = registry.throttles()
                 guard let budget = scheduler.withLock({ $0.nextClaim(throttles: throttles) }) else { continue }
                 do {
-                    let claimed = try await claim(budget)
+                    // A claim waiting on an unreachable database must not hold the shutdown until its deadline;
+                    // if one is cut short after it took chunks, their leases run out and they are rescued.
+                    let claimed = try await cancelWhenGracefulShutdown { try await self.claim(budget) }
                     databaseFailures = 0
                     readiness.store(true, ordering: .relaxed)
                     let full = scheduler.withLock {
@@ -31,6 +34,7 @@ extension Worker {
                     if full { wake.yield() }
                 } catch {
                     scheduler.withLock { $0.claimFailed() }
+                    if stop.isSet { break }
                     databaseFailures += 1
                     readiness.store(false, ordering: .relaxed)
                     logger.warning("claim failed; backing off", metadata: ["error": "\(String(reflecting: error))"])
@@ -88,6 +92,7 @@ extension Worker {
                 failures = 0
             } catch {
                 // Work already expanded keeps flowing: claiming does not wait for this loop.
+                if Task.isCancelled { return }
                 failures += 1
                 logger.error("expanding jobs failed", metadata: ["error": "\(String(reflecting: error))"])
                 try? await Task.sleep(for: Self.backoff(failures))
@@ -122,13 +127,14 @@ extension Worker {
                 return
             } catch {
                 failures += 1
-                logger.warning("reading the chunk failed; retrying", metadata: ["chunk": "\(chunk.id)", "error": "\(error)"])
-                if stop.isSet && failures > 3 {
-                    if (try? await store.release([chunk.id])) == nil {
+                // Shutting down: give the chunk back now, briefly, rather than retry into the grace period.
+                if stop.isSet {
+                    if (try? await store.release([chunk.id], deadline: .seconds(2))) == nil {
                         logger.warning("could not give the chunk back; it is rescued when its lease runs out", metadata: ["chunk": "\(chunk.id)"])
                     }
                     return
                 }
+                logger.warning("reading the chunk failed; retrying", metadata: ["chunk": "\(chunk.id)", "error": "\(error)"])
                 try? await Task.sleep(for: Self.backoff(failures))
             }
         }

@@ -139,12 +139,12 @@ extension QueueStore {
     }
 
     /// Gives chunks back unsent (graceful shutdown before they started); the claim does not count as an attempt.
-    public func release(_ chunkIDs: [Int64]) async throws {
+    public func release(_ chunkIDs: [Int64], deadline: Duration = QueueStore.deadline) async throws {
         guard !chunkIDs.isEmpty else { return }
         try await run("""
             UPDATE push.chunks SET locked_by = NULL, locked_until = NULL, claims = greatest(claims - 1, 0)
              WHERE id = ANY (\(chunkIDs)) AND locked_by = \(leaseOwner)
-            """)
+            """, deadline: deadline)
     }
 }
 

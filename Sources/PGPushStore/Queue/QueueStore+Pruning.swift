@@ -86,7 +86,7 @@ extension QueueStore {
     public func prune(share: Double = 0.2, minimumAnswers: Int, batchSize: Int = 5000, dryRun: Bool = false) async throws -> [PrunedDevice] {
         // Numbers formatted here, never user text: the shared CTE can be spliced into both statements.
         let decide = """
-            SELECT c.id, c.app_id, c.token, c.reason, c.apns_timestamp, c.job_id, false AS prune_suppressed
+            SELECT c.id, c.app_id, c.token, c.reason, c.apns_timestamp, c.job_id
               FROM push.prune_candidates c
              WHERE c.reason IN ('Unregistered', 'ExpiredToken') OR c.confirmed
                 OR (NOT c.suppressed AND c.app_id IN (
@@ -100,8 +100,7 @@ extension QueueStore {
                 WITH batch AS (\(unescaped: decide))
                 SELECT b.app_id, b.token, b.reason, b.apns_timestamp, b.job_id
                   FROM batch b JOIN push.devices d ON d.app_id = b.app_id AND d.token = b.token
-                 WHERE NOT b.prune_suppressed
-                   AND (b.apns_timestamp IS NULL OR d.registered_at < b.apns_timestamp)
+                 WHERE (b.apns_timestamp IS NULL OR d.registered_at < b.apns_timestamp)
                 """)
             return try rows.map(Self.prunedDevice)
         }
@@ -109,10 +108,10 @@ extension QueueStore {
             WITH batch AS (\(unescaped: decide)),
             consumed AS (
                 DELETE FROM push.prune_candidates c USING batch b WHERE c.id = b.id
-                RETURNING b.app_id, b.token, b.reason, b.apns_timestamp, b.job_id, b.prune_suppressed
+                RETURNING b.app_id, b.token, b.reason, b.apns_timestamp, b.job_id
             ), deleted AS (
                 DELETE FROM push.devices d
-                 USING (SELECT DISTINCT ON (app_id, token) * FROM consumed WHERE NOT prune_suppressed
+                 USING (SELECT DISTINCT ON (app_id, token) * FROM consumed
                          ORDER BY app_id, token, apns_timestamp DESC NULLS LAST) b
                  WHERE d.app_id = b.app_id AND d.token = b.token
                    AND (b.apns_timestamp IS NULL OR d.registered_at < b.apns_timestamp)

@@ -81,8 +81,9 @@ public struct LeaseLost: Error, Sendable, CustomStringConvertible {
     public var description: String { "lease on chunk \(chunkID) was lost to another worker" }
 }
 
-/// Runs `operation`, or throws ``PGPushError/Code/databaseUnavailable`` once `deadline` passes; the operation is
-/// then cancelled and left to wind down on its own, so a hung client call cannot hang the caller.
+/// Runs `operation`, or throws ``PGPushError/Code/databaseUnavailable`` once `deadline` passes, or
+/// `CancellationError` once the caller is cancelled; the operation is then cancelled and left to wind down on
+/// its own, so neither a hung client call nor a shutdown waits for it.
 ///
 /// The deadline is an event-loop timer that a finished call removes. A cancelled `Task.sleep` would stay
 /// scheduled until its time came: with a 60-second deadline on every statement, the worker held a minute's
@@ -92,43 +93,75 @@ func withDeadline<T: Sendable>(
     on eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any(),
     _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    let race = DeadlineRace()
-    return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        let (seconds, attoseconds) = deadline.components
-        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-        let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {
-            guard let work = race.finish() else { return }
-            work?.cancel()
-            continuation.resume(throwing: PGPushError(.databaseUnavailable, "a database call did not finish within \(deadline)"))
+    let race = DeadlineRace<T>()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            race.install(continuation)
+            let (seconds, attoseconds) = deadline.components
+            let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+            let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {
+                race.finish(.failure(PGPushError(.databaseUnavailable, "a database call did not finish within \(deadline)")))
+            }
+            let work = Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await operation()) } catch { result = .failure(error) }
+                race.finish(result)
+            }
+            race.attach(work: work, timer: timer)
         }
-        let work = Task {
-            let result: Result<T, any Error>
-            do { result = .success(try await operation()) } catch { result = .failure(error) }
-            timer.cancel()
-            if race.finish() != nil { continuation.resume(with: result) }
-        }
-        // The timer may have fired before the task existed; then it could not cancel it.
-        if race.attach(work) { work.cancel() }
+    } onCancel: {
+        race.finish(.failure(CancellationError()))
     }
 }
 
-/// Who ends a ``withDeadline(_:on:_:)`` call first: the operation or the timer.
-private final class DeadlineRace: Sendable {
-    private let state = Mutex<(finished: Bool, work: Task<Void, Never>?)>((false, nil))
+/// Who ends a ``withDeadline(_:on:_:)`` call first: the operation, the timer or the caller's cancellation.
+/// Whoever comes first resumes the caller; the operation is cancelled and the timer removed.
+private final class DeadlineRace<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var work: Task<Void, Never>?
+        var timer: Scheduled<Void>?
+        /// The result, when the race ended before the continuation was installed (an already cancelled caller).
+        var early: Result<T, any Error>?
+        var finished = false
+    }
 
-    /// For the first caller only: the operation's task, if attached yet. Nil for everyone after.
-    func finish() -> Task<Void, Never>?? {
-        state.withLock { state in
-            defer { state.finished = true }
-            return state.finished ? nil : .some(state.work)
+    private let state = Mutex(State())
+
+    func install(_ continuation: CheckedContinuation<T, any Error>) {
+        let early = state.withLock { state -> Result<T, any Error>? in
+            if state.finished { return state.early }
+            state.continuation = continuation
+            return nil
+        }
+        if let early { continuation.resume(with: early) }
+    }
+
+    /// Records the operation's task and timer; both are stopped at once if the race is already over.
+    func attach(work: Task<Void, Never>, timer: Scheduled<Void>) {
+        let finished = state.withLock { state in
+            state.work = work
+            state.timer = timer
+            return state.finished
+        }
+        if finished {
+            work.cancel()
+            timer.cancel()
         }
     }
 
-    /// Records the operation's task; true if the race is already over (so the task should be cancelled).
-    func attach(_ work: Task<Void, Never>) -> Bool {
-        state.withLock { state in
-            state.work = work
-            return state.finished
+    /// Ends the race with `result` if nobody else has.
+    func finish(_ result: Result<T, any Error>) {
+        let ended = state.withLock { state -> (CheckedContinuation<T, any Error>?, Task<Void, Never>?, Scheduled<Void>?)? in
+            guard !state.finished else { return nil }
+            state.finished = true
+            if state.continuation == nil { state.early = result }
+            defer { state.continuation = nil }
+            return (state.continuation, state.work, state.timer)
         }
+        guard let (continuation, work, timer) = ended else { return }
+        timer?.cancel()
+        work?.cancel()  // harmless when the work is what finished
+        continuation?.resume(with: result)
     }
 }
