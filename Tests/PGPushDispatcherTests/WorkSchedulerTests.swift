@@ -184,4 +184,53 @@ import Testing
         let whole = huge.completed("big", tokens: 500)
         #expect(whole == ["big"])
     }
+
+    @Test func smallWorkIsClaimedFromTheOverdraftWhileABroadcastHoldsTheRoom() throws {
+        var scheduler = Self.scheduler(capacity: 2000, threshold: 250)
+        _ = scheduler.nextClaim(throttles: [:])
+        // A broadcast's chunks overshoot the room: nothing may be claimed until answers free the threshold.
+        _ = scheduler.claimSucceeded([("app", 1000), ("app", 1000), ("app", 1000)], budget: ClaimBudget(room: 2000, maximumChunks: 1000))
+        #expect(scheduler.room == -1000)
+        let held = scheduler.nextClaim(throttles: [:], smallWorkWaiting: false)
+        #expect(held == nil)
+        #expect(scheduler.nextClaim(throttles: [:], smallWorkWaiting: true) == nil, "the overdraft does not cover a room this far gone")
+
+        // 800 answers later the room is still under the threshold, but a just-expanded one-user job goes now.
+        _ = scheduler.finished(app: "app", tokens: 800)
+        #expect(scheduler.room == -200)
+        let ordinary = scheduler.nextClaim(throttles: [:])
+        #expect(ordinary == nil)
+        let fastLaneResult = scheduler.nextClaim(throttles: [:], smallWorkWaiting: true)
+        let fastLane = try #require(fastLaneResult)
+        #expect(fastLane.room == 50, "what is left of room plus the overdraft of 250")
+        #expect(fastLane.maximumChunkTokens == 250, "small chunks only: never a broadcast's 1,000-token chunk")
+        _ = scheduler.claimSucceeded([("app", 1), ("app", 1)], budget: fastLane)
+
+        // With room to spare, a claim is an ordinary one, for chunks of any size.
+        _ = scheduler.finished(app: "app", tokens: 1202)
+        let normalResult = scheduler.nextClaim(throttles: [:], smallWorkWaiting: true)
+        let normal = try #require(normalResult)
+        #expect(normal.maximumChunkTokens == nil)
+        #expect(normal.room == 1000)
+    }
+
+    @Test func theFastLaneStillRespectsShutdownFailingWritesAndOneClaimAtATime() throws {
+        var scheduler = Self.scheduler(capacity: 2000, threshold: 250)
+        _ = scheduler.nextClaim(throttles: [:])
+        _ = scheduler.claimSucceeded([("app", 1900)], budget: ClaimBudget(room: 2000, maximumChunks: 1000))
+        let first = scheduler.nextClaim(throttles: [:], smallWorkWaiting: true)
+        #expect(first != nil)
+        let second = scheduler.nextClaim(throttles: [:], smallWorkWaiting: true)
+        #expect(second == nil, "one claim at a time")
+        scheduler.claimFailed()
+        _ = scheduler.completed("chunk", tokens: 1)
+        _ = scheduler.nextWrite()
+        scheduler.writeFailed()
+        let whileFailing = scheduler.nextClaim(throttles: [:], smallWorkWaiting: true)
+        #expect(whileFailing == nil)
+        _ = scheduler.writeSucceeded()
+        scheduler.startDraining()
+        let whileDraining = scheduler.nextClaim(throttles: [:], smallWorkWaiting: true)
+        #expect(whileDraining == nil)
+    }
 }

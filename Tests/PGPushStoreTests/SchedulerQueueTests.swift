@@ -87,6 +87,26 @@ struct SchedulerQueueTests {
         }
     }
 
+    @Test func aFastLaneClaimTakesSmallChunksOnlyAndLeavesTheBroadcastsAlone() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            try await db.exec("INSERT INTO push.devices (app_id, token) SELECT 'a', lpad(to_hex(g), 64, '0') FROM generate_series(1, 50) g")
+            // The broadcast outranks the small jobs, and its chunks would come first in an ordinary claim.
+            _ = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload), priority => 5)"))
+            let store = Self.store(db)
+            _ = try await store.expandNextDueJob(chunkSize: 10)
+            for i in 0..<3 {
+                _ = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload), tokens => ARRAY['\(TestTokens.token(100 + i))'])"))
+            }
+            _ = try await store.expandDueSmallJobs(chunkSize: 10, limit: 100)
+            let fastLane = try await store.claimChunks(ClaimBudget(room: 100, maximumChunks: 100, maximumChunkTokens: 5), lease: .seconds(30))
+            #expect(fastLane.map(\.estimatedTokens) == [1, 1, 1])
+            #expect(fastLane.allSatisfy { $0.job.userIDs == nil && $0.priority == 0 })
+            let ordinary = try await store.claimChunks(ClaimBudget(room: 100, maximumChunks: 100), lease: .seconds(30))
+            #expect(ordinary.count == 5, "the broadcast's five 10-token chunks are still there")
+        }
+    }
+
     @Test func anAppAtItsAllowanceIsSkippedSoOtherAppsGetTheRoom() async throws {
         try await TestDatabase.with { db in
             try await db.createApp("slow")

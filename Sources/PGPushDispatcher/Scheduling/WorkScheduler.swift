@@ -25,11 +25,20 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
         /// Records (outcomes and requeued tokens) in one write at most, so one transaction stays short; a
         /// single completion larger than this is still written whole.
         public var maximumWriteRecords: Int
+        /// Room beyond ``capacity`` that only small chunks may take (the fast lane): a job for one user that
+        /// was just expanded is claimed at once, instead of waiting until a broadcast's answers free the
+        /// claim threshold. Defaults to the claim threshold.
+        public var smallWorkOverdraft: Int
+        /// Chunks of at most this many notifications count as small. Defaults to the claim threshold.
+        public var smallChunkTokens: Int
 
         public init(capacity: Int, claimThreshold: Int? = nil, maximumChunksPerClaim: Int = 1000,
-                    throttleHorizonSeconds: Double = 2, maximumWriteBatch: Int = 2000, maximumWriteRecords: Int = 10_000) {
+                    throttleHorizonSeconds: Double = 2, maximumWriteBatch: Int = 2000, maximumWriteRecords: Int = 10_000,
+                    smallWorkOverdraft: Int? = nil, smallChunkTokens: Int? = nil) {
             self.capacity = max(1, capacity)
             self.claimThreshold = min(max(1, claimThreshold ?? max(1, capacity / 8)), self.capacity)
+            self.smallWorkOverdraft = max(0, smallWorkOverdraft ?? self.claimThreshold)
+            self.smallChunkTokens = max(1, smallChunkTokens ?? self.claimThreshold)
             self.maximumChunksPerClaim = max(1, maximumChunksPerClaim)
             self.throttleHorizonSeconds = throttleHorizonSeconds
             self.maximumWriteBatch = max(1, maximumWriteBatch)
@@ -69,16 +78,25 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
     // MARK: Claiming
 
     /// What to claim now, or `nil` to wait (a claim is running, shutdown, writes failing, or too little room).
-    public mutating func nextClaim(throttles: [String: AppThrottle]) -> ClaimBudget? {
+    /// With `smallWorkWaiting` (small jobs were just expanded), a claim that the room would hold back is
+    /// still made from the overdraft, for small chunks only: urgent one-user jobs never wait for a broadcast's
+    /// answers to free the claim threshold.
+    public mutating func nextClaim(throttles: [String: AppThrottle], smallWorkWaiting: Bool = false) -> ClaimBudget? {
         guard !claiming, !draining, !writesFailing else { return nil }
         let room = self.room
-        guard room > 0, held == 0 || room >= configuration.claimThreshold else { return nil }
         var allowances: [String: Int] = [:]
         for (app, throttle) in throttles where throttle.isThrottled {
             allowances[app] = allowance(app, throttle)
         }
+        if room > 0, held == 0 || room >= configuration.claimThreshold {
+            claiming = true
+            return ClaimBudget(room: room, maximumChunks: min(room, configuration.maximumChunksPerClaim), appAllowances: allowances)
+        }
+        let overdraft = room + configuration.smallWorkOverdraft
+        guard smallWorkWaiting, overdraft > 0 else { return nil }
         claiming = true
-        return ClaimBudget(room: room, maximumChunks: min(room, configuration.maximumChunksPerClaim), appAllowances: allowances)
+        return ClaimBudget(room: overdraft, maximumChunks: min(overdraft, configuration.maximumChunksPerClaim),
+                           appAllowances: allowances, maximumChunkTokens: configuration.smallChunkTokens)
     }
 
     /// Tokens an app may still take in one claim: a few seconds of its sending, less what it holds. An app

@@ -18,7 +18,10 @@ extension Worker {
                 health.withLock { $0.loopTurned(at: .now) }
                 writePendingPauses()
                 let throttles = registry.throttles()
-                guard let budget = scheduler.withLock({ $0.nextClaim(throttles: throttles) }) else { continue }
+                let smallWork = state.withLock { $0.smallWorkExpanded }
+                let smallWorkWaiting = state.withLock { $0.smallWorkServed != smallWork }
+                guard let budget = scheduler.withLock({ $0.nextClaim(throttles: throttles, smallWorkWaiting: smallWorkWaiting) })
+                else { continue }
                 do {
                     // A claim waiting on an unreachable database must not hold the shutdown until its deadline;
                     // if one is cut short after it took chunks, their leases run out and they are rescued.
@@ -28,6 +31,8 @@ extension Worker {
                     let full = scheduler.withLock {
                         $0.claimSucceeded(claimed.map { ($0.appID, $0.estimatedTokens) }, budget: budget)
                     }
+                    // A claim that was not full took every ready small chunk there was (it takes them first).
+                    if !full { state.withLock { $0.smallWorkServed = max($0.smallWorkServed, smallWork) } }
                     for chunk in claimed {
                         chunks.addTask { await self.run(chunk) }
                     }
@@ -67,7 +72,10 @@ extension Worker {
                 while !stop.isSet {
                     let expanded = try await store.expandDueSmallJobs(chunkSize: configuration.chunkSize, limit: Self.smallJobBatch)
                     made += expanded
-                    if expanded > 0 { wake.yield() }
+                    if expanded > 0 {
+                        state.withLock { $0.smallWorkExpanded += 1 }
+                        wake.yield()
+                    }
                     if expanded < Self.smallJobBatch { break }
                 }
                 let now = ContinuousClock.now

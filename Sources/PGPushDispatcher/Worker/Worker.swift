@@ -42,6 +42,10 @@ public final class Worker: Service, Sendable {
         var largeJobFound = false
         var lastLargeJobLook: ContinuousClock.Instant?
         var writingJobFailures = false
+        /// Counts expansions that made small jobs; the claim loop remembers the last one it served. While
+        /// they differ, small work may be waiting for the fast lane.
+        var smallWorkExpanded = 0
+        var smallWorkServed = 0
     }
 
     public init(configuration: WorkerConfiguration, client: PostgresClient, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger) {

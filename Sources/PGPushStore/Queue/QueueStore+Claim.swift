@@ -12,11 +12,15 @@ public struct ClaimBudget: Sendable, Hashable {
     /// Apps whose tokens are capped in this claim, with the tokens each may still take. An app with 0 is not
     /// looked at at all, so its queue never hides other apps' work.
     public var appAllowances: [String: Int]
+    /// When set, only chunks of at most this many estimated tokens are claimed: the fast lane that takes newly
+    /// expanded small jobs while the room is held by a broadcast's large chunks.
+    public var maximumChunkTokens: Int?
 
-    public init(room: Int, maximumChunks: Int, appAllowances: [String: Int] = [:]) {
+    public init(room: Int, maximumChunks: Int, appAllowances: [String: Int] = [:], maximumChunkTokens: Int? = nil) {
         self.room = room
         self.maximumChunks = maximumChunks
         self.appAllowances = appAllowances
+        self.maximumChunkTokens = maximumChunkTokens
     }
 }
 
@@ -43,6 +47,7 @@ extension QueueStore {
                         -- chunk, which may just have a late heartbeat while its requests are in flight.
                         OR (c.locked_until < now() AND c.locked_by <> \(leaseOwner)))
                    AND c.app_id <> ALL (\(blocked)::text[])
+                   AND (\(budget.maximumChunkTokens)::int4 IS NULL OR c.estimated_tokens <= \(budget.maximumChunkTokens)::int4)
                    AND NOT EXISTS (SELECT 1 FROM push.apps a WHERE a.id = c.app_id AND a.paused_reason IS NOT NULL)
                    AND EXISTS (SELECT 1 FROM push.jobs j WHERE j.id = c.job_id AND j.state IN ('queued', 'running'))
                  ORDER BY c.priority DESC, c.seq, c.id
