@@ -78,7 +78,7 @@ struct OperationsCommandTests {
         #expect(bench.status == 0, "\(bench)")
         let report = try #require(try bench.json() as? [String: Any])
         #expect(report["completed"] as? Int == 300)
-        #expect(report["succeeded"] as? Int == 300)
+        #expect(report["succeeded"] as? Int == 300, "\(report)")
         #expect((report["notificationsPerSecond"] as? Double ?? 0) > 0)
         #expect(report["peakRSSKilobytes"] as? Int ?? 0 > 0)
         _ = try? await simulator.finish(timeout: .seconds(1))
