@@ -1,4 +1,7 @@
+import Logging
 import PGPushCore
+import PGPushTestSupport
+import PostgresNIO
 @testable import PGPushStore
 import Testing
 
@@ -53,5 +56,25 @@ struct DeadlineTests {
         }
         await #expect(throws: CancellationError.self) { try await early.value }
         #expect(ContinuousClock.now - started < .seconds(3))
+    }
+
+    /// A statement the worker gave up on must stop holding locks on the server too, and no statement of the
+    /// worker's may spend its time in JIT compilation.
+    @Test func workerConnectionsCarryServerSideLimits() async throws {
+        try await TestDatabase.with { db in
+            let url = try DatabaseURL(db.urlString)
+            let client = PostgresClient(configuration: try url.clientConfiguration(maximumConnections: 1, serverTimeouts: .worker),
+                                        backgroundLogger: Logger(label: "pgpush.test"))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                var settings: [String] = []
+                for name in ["statement_timeout", "lock_timeout", "jit"] {
+                    let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT current_setting('\(name)')"))
+                    for try await value in rows.decode(String.self) { settings.append(value) }
+                }
+                #expect(settings == ["20s", "5s", "off"])
+            }
+        }
     }
 }

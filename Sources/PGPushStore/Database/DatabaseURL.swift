@@ -78,8 +78,12 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         /// The worker's: well inside its lease, and below the client-side deadline of its calls.
         public static let worker = ServerTimeouts(statement: .seconds(20), lock: .seconds(5))
 
+        /// Also `jit = off`: the worker's statements are short, and the planner's cost estimates for the
+        /// views it samples (the backlog) cross the JIT threshold, which spends far more compiling than the
+        /// query takes, every maintenance pass.
         var startupParameters: [(String, String)] {
-            [("statement_timeout", "\(Self.milliseconds(statement))ms"), ("lock_timeout", "\(Self.milliseconds(lock))ms")]
+            [("statement_timeout", "\(Self.milliseconds(statement))ms"), ("lock_timeout", "\(Self.milliseconds(lock))ms"),
+             ("jit", "off")]
         }
 
         private static func milliseconds(_ duration: Duration) -> Int64 {
