@@ -52,6 +52,25 @@ extension Worker {
         }
     }
 
+    /// Runs the claim loop until it ends, or until the grace period after a shutdown is over: a chunk stuck on
+    /// an unreachable database must not hold the exit. What is still held then is rescued after its lease.
+    func claimLoopWithinGrace() async {
+        let ended = StopSignal()
+        let loop = Task {
+            await self.claimLoop()
+            ended.set()
+        }
+        while !ended.isSet {
+            let graceOver = shutdownStarted.withLock { $0 }.map { ContinuousClock.now >= $0 + configuration.gracePeriod } ?? false
+            if graceOver || Task.isCancelled {
+                logger.warning("shutdown: chunks still sending at the end of the grace period are left to their leases")
+                loop.cancel()
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
     private func claim(_ budget: ClaimBudget) async throws -> [ClaimedChunk] {
         let started = ContinuousClock.now
         let chunks = try await store.claimChunks(budget, lease: configuration.lease)

@@ -79,18 +79,19 @@ public final class Worker: Service, Sendable {
     public func run() async throws {
         try await withGracefulShutdownHandler {
             try await registerWithRetry()
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await self.heartbeatLoop() }
-                group.addTask { await self.listenLoop() }
-                group.addTask { await self.cancelListenLoop() }
-                group.addTask { await self.maintenanceLoop() }
-                group.addTask { await self.ticker() }
-                group.addTask { await self.expansionLoop() }
-                await self.claimLoop()
-                let started = self.shutdownStarted.withLock { $0 } ?? .now
-                await self.flushResults(until: started + self.configuration.gracePeriod)
-                group.cancelAll()
-            }
+            // The background loops are cancelled once the results are written, and waited for briefly: one
+            // stuck waiting for a database connection that cannot be made must not hold the exit.
+            let loops = BackgroundLoops()
+            loops.start { await self.heartbeatLoop() }
+            loops.start { await self.listenLoop() }
+            loops.start { await self.cancelListenLoop() }
+            loops.start { await self.maintenanceLoop() }
+            loops.start { await self.ticker() }
+            loops.start { await self.expansionLoop() }
+            await self.claimLoopWithinGrace()
+            let started = self.shutdownStarted.withLock { $0 } ?? .now
+            await self.flushResults(until: started + self.configuration.gracePeriod)
+            await loops.cancel(waitingAtMost: .seconds(2))
             await registry.shutdown()
             // Best effort and brief: with the database down, the registry row simply ages out.
             try? await store.unregisterWorker(deadline: .seconds(2))
