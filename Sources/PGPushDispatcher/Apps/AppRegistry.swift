@@ -110,9 +110,6 @@ public actor AppRegistry {
         return idle
     }
 
-    /// The apps with an open pool.
-    public var appsWithPools: Set<String> { Set(senders.keys) }
-
     /// How fast each app with a sender can send right now: its rate-limit share and its 429/503 backoff.
     public nonisolated func throttles() -> [String: AppThrottle] {
         published.withLock { senders in

@@ -18,8 +18,7 @@ extension Worker {
                 health.withLock { $0.loopTurned(at: .now) }
                 writePendingPauses()
                 let throttles = registry.throttles()
-                let smallWork = state.withLock { $0.smallWorkExpanded }
-                let smallWorkWaiting = state.withLock { $0.smallWorkServed != smallWork }
+                let (smallWork, smallWorkWaiting) = state.withLock { ($0.smallWorkExpanded, $0.smallWorkServed != $0.smallWorkExpanded) }
                 guard let budget = scheduler.withLock({ $0.nextClaim(throttles: throttles, smallWorkWaiting: smallWorkWaiting) })
                 else { continue }
                 do {
