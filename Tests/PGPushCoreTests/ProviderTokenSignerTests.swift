@@ -88,6 +88,24 @@ func sec1PEM(of key: P256.Signing.PrivateKey) -> String {
         }
     }
 
+    @Test func tellsItsOwnTokensFromAnotherKeysUnderTheSameIds() throws {
+        let signer = try ProviderTokenSigner(teamID: "TEAM123456", keyID: "KEY1234567", privateKeyPEM: key.pemRepresentation)
+        let other = try ProviderTokenSigner(
+            teamID: "TEAM123456", keyID: "KEY1234567", privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation)
+        let mine = try signer.sign(issuedAt: Date(timeIntervalSince1970: 1_700_000_000))
+        let theirs = try other.sign(issuedAt: Date(timeIntervalSince1970: 1_700_000_000))
+        #expect(signer.signed(mine))
+        #expect(!signer.signed(theirs))
+        // Claims changed under the signature, and tokens that are not JWTs at all.
+        let parts = mine.jwt.split(separator: ".")
+        let laterClaims = Data(#"{"iss":"TEAM123456","iat":1700000001}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        let forged = "\(parts[0]).\(laterClaims).\(parts[2])"
+        for jwt in [forged, "", "a.b", "a.b.c", "\(parts[0]).\(parts[1]).!!!", "\(parts[0]).\(parts[1])."] {
+            #expect(!signer.signed(ProviderToken(jwt: jwt, issuedAt: mine.issuedAt, teamID: mine.teamID, keyID: mine.keyID)))
+        }
+    }
+
     @Test func descriptionDoesNotPrintTheJWT() throws {
         let signer = try ProviderTokenSigner(teamID: "TEAM123456", keyID: "KEY1234567", privateKeyPEM: key.pemRepresentation)
         let token = try signer.sign(issuedAt: Date(timeIntervalSince1970: 1_700_000_000))

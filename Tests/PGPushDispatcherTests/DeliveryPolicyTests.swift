@@ -1,4 +1,6 @@
 import Foundation
+import Crypto
+import PGPushCore
 import PGPushSimulator
 import PGPushTestSupport
 import PostgresNIO
@@ -134,6 +136,30 @@ extension EndToEndTests {
                 #expect(distinct >= 2, "the run did not cross a refresh")
                 #expect(distinct <= Int(sendingSeconds) / 6 + 2, "\(distinct) tokens in \(sendingSeconds) s")
                 #expect(try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)") == 8000)
+            }
+        }
+
+        /// A wrong key file under the app's key id, since replaced, left its token in push.provider_tokens. APNs
+        /// refuses that token, so a worker must mint its own rather than pause the app with InvalidProviderToken.
+        @Test func aSharedTokenAnotherKeySignedIsReplacedNotPresented() async throws {
+            try await Fleet.with { fleet in
+                try await fleet.createApp()
+                try await fleet.registerDevices(200)
+                let stale = try ProviderTokenSigner(
+                    teamID: Fleet.teamID, keyID: Fleet.keyID, privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation
+                ).sign(issuedAt: Date())
+                try await fleet.db.exec("""
+                    INSERT INTO push.provider_tokens (team_id, key_id, jwt, issued_at, minted_by)
+                    VALUES (\(Fleet.teamID), \(Fleet.keyID), \(stale.jwt), \(stale.issuedAt), 'a-worker-with-the-wrong-file')
+                    """)
+                let job = try await fleet.enqueue()
+                let worker = try fleet.startWorker()
+                #expect(try await fleet.waitForJob(job, timeout: .seconds(60)) == "done")
+                await worker.stop()
+                #expect(try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)") == 200)
+                #expect(try await fleet.count("SELECT count(*) FROM push.apps WHERE paused_reason IS NOT NULL") == 0)
+                #expect(try await fleet.count("SELECT count(*) FROM push.provider_tokens WHERE jwt = \(stale.jwt)") == 0)
+                #expect(fleet.simulator.statistics.distinctProviderTokens.values.reduce(0, +) == 1)
             }
         }
 

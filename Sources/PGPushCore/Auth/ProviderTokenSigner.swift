@@ -58,6 +58,23 @@ public struct ProviderTokenSigner: Sendable {
         )
     }
 
+    /// Whether this signer's key made `token`: its ES256 signature verifies against the public half. A token
+    /// shared through the database may come from another key file under the same key id (a wrong file that
+    /// was since replaced), which APNs would refuse.
+    public func signed(_ token: ProviderToken) -> Bool {
+        let parts = token.jwt.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let raw = Self.base64URLDecoded(parts[2]),
+              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: raw)
+        else { return false }
+        return key.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
+    }
+
+    static func base64URLDecoded(_ text: Substring) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
+
     static func base64URL(_ data: Data) -> String {
         var text = data.base64EncodedString()
         text = text.replacingOccurrences(of: "+", with: "-")

@@ -59,7 +59,7 @@ public actor SharedProviderTokenSource: ProviderTokenSource {
         let now = clock.now()
         // Another worker may already have refreshed it.
         let shared = try await store.sharedProviderToken(teamID: signer.teamID, keyID: signer.keyID)
-        if let shared, !isDue(shared, now: now) {
+        if let shared, !isDue(shared, now: now), signer.signed(shared) {
             cached = shared
             publish(shared)
             return shared
@@ -68,7 +68,9 @@ public actor SharedProviderTokenSource: ProviderTokenSource {
         let policy = self.policy
         let rejected = self.rejectedAsExpired
         let token = try await store.replaceSharedProviderToken(teamID: signer.teamID, keyID: signer.keyID) { current in
-            if let current {
+            // A token another key file signed under this key id is replaced at once: APNs refuses it, and
+            // keeping it would pause the app with InvalidProviderToken after its key file was fixed.
+            if let current, signer.signed(current) {
                 let replaceBecauseRejected = current == rejected && policy.mayReplace(current, now: now)
                 if !policy.needsRefresh(current, now: now) && !replaceBecauseRejected {
                     return current
