@@ -14,6 +14,7 @@ let migrationFiles = [
     "0005_roles.sql",
     "0006_scheduler.sql",
     "0007_app_valve.sql",
+    "0008_tenancy.sql",
 ]
 
 let package = Package(

@@ -114,4 +114,32 @@ struct AppsCommandTests {
             }
         }
     }
+
+    @Test("grant and revoke: a granted login sees only its apps; unknown role or app exits 2 and names it")
+    func grantAndRevoke() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            try await db.createApp("b")
+            try await db.exec(#"SELECT push.enqueue('a', '{"aps":{}}')"#)
+            try await db.exec(#"SELECT push.enqueue('b', '{"aps":{}}')"#)
+            let user = try await db.createLogin(memberOf: "pgpush_producer")
+            let grant = try await CLIProcess.run(["apps", "grant", user, "a", "--database-url", db.urlString])
+            #expect(grant.status == 0 && grant.stdout.contains("\(user) may use a"), "\(grant)")
+            #expect(try await db.scalar("SELECT count(*) FROM push.app_grants WHERE role_name = \(user) AND app_id = 'a'") == 1)
+            let stats = try await CLIProcess.run(["stats", "--database-url", db.urlString(user: user), "--json"])
+            #expect(stats.status == 0, "\(stats)")
+            #expect(stats.stdout.contains("\"a\"") && !stats.stdout.contains("\"b\""), "\(stats)")
+
+            let unknownRole = try await CLIProcess.run(["apps", "grant", "nobody_here", "a", "--database-url", db.urlString])
+            #expect(unknownRole.status == 2 && unknownRole.stderr.contains("unknown role nobody_here"), "\(unknownRole)")
+            let unknownApp = try await CLIProcess.run(["apps", "grant", user, "zz", "--database-url", db.urlString])
+            #expect(unknownApp.status == 2 && unknownApp.stderr.contains("unknown app zz"), "\(unknownApp)")
+
+            let revoke = try await CLIProcess.run(["apps", "revoke", user, "a", "--database-url", db.urlString])
+            #expect(revoke.status == 0 && revoke.stdout.contains("no grants left"), "\(revoke)")
+            #expect(try await db.scalar("SELECT count(*) FROM push.app_grants") == 0)
+            #expect(try await db.scalar("SELECT count(*) FROM push.operator_audit WHERE action IN ('grant_app', 'revoke_app')") == 2)
+        }
+    }
 }
+

@@ -92,6 +92,14 @@ struct RoleGrantTests {
                 "INSERT INTO push.deliveries (job_id, app_id, token, status, attempt, sent_at) VALUES (1, 'a', 't', 200, 1, now())",
                 "SELECT push.ensure_delivery_partitions(1)",
                 "DELETE FROM push.devices WHERE false",
+                // The job columns it owns, and retention's delete.
+                """
+                UPDATE push.jobs SET state = 'done', total = 1, delivered = 1, failed = 0, expired = 0, pruned = 0, answered = 1,
+                       bad_device_tokens = 0, started_at = now(), first_sent_at = now(), finished_at = now(), failure_reason = NULL
+                 WHERE false
+                """,
+                "DELETE FROM push.jobs WHERE false",
+                "DELETE FROM push.pruned_devices WHERE false",
             ] {
                 #expect(await Self.attempt(worker, sql, db: db) == nil, "worker was refused: \(sql)")
             }
@@ -100,6 +108,16 @@ struct RoleGrantTests {
                 "INSERT INTO push.apps (id, topic, certificate_path) VALUES ('evil', 't', '/x')",
                 #"INSERT INTO push.jobs (app_id, payload) VALUES ('a', '{"aps":{}}')"#,
                 "DROP TABLE push.deliveries",
+                // A job's content is the producer's: the worker cannot rewrite what it sends, or to whom.
+                #"UPDATE push.jobs SET payload = '{"aps":{"alert":"phish"}}'"#,
+                "UPDATE push.jobs SET tokens = NULL, user_ids = NULL, tags = NULL",
+                "UPDATE push.jobs SET app_id = 'a'",
+                "UPDATE push.jobs SET push_type = 'voip'",
+                "UPDATE push.jobs SET priority = 10",
+                "UPDATE push.jobs SET send_at = now(), expires_at = NULL",
+                "UPDATE push.jobs SET collapse_id = 'x', idempotency_key = 'y', apns_priority = 10",
+                "UPDATE push.apps SET topic = 'com.example.other'",
+                "SELECT push.grant_app('x', 'a')",
             ] {
                 let failure = await Self.attempt(worker, sql, db: db)
                 #expect(failure?.contains("permission denied") == true || failure?.contains("must be owner") == true,

@@ -85,16 +85,29 @@ public struct TestDatabase: Sendable {
     /// Opens a connection to this database as a fresh login user that is a member of `role` only
     /// (e.g. `pgpush_producer`), to test what that role may and may not do.
     public func connect(asMemberOf role: String) async throws -> PostgresConnection {
+        try await connect(as: createLogin(memberOf: role))
+    }
+
+    /// Creates a login user that is a member of `role` only, and returns its name.
+    public func createLogin(memberOf role: String) async throws -> String {
         let user = "u_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased())"
         _ = try await client.query("CREATE ROLE \(unescaped: user) LOGIN IN ROLE \(unescaped: role)", logger: logger).collect()
+        return user
+    }
+
+    /// Opens a connection to this database as `user` (trust authentication, no password).
+    public func connect(as user: String) async throws -> PostgresConnection {
         let configuration = PostgresConnection.Configuration(
             host: url.host, port: url.port, username: user, password: nil, database: name, tls: .disable)
         return try await PostgresConnection.connect(configuration: configuration, id: 2, logger: logger)
     }
 
     /// A URL string for child processes (the worker, the CLI) to reach this database.
-    public var urlString: String {
-        "postgres://\(url.username)@\(url.host):\(url.port)/\(name)?sslmode=disable"
+    public var urlString: String { urlString(user: url.username) }
+
+    /// A URL string for child processes that log in as `user` (see ``createLogin(memberOf:)``).
+    public func urlString(user: String) -> String {
+        "postgres://\(user)@\(url.host):\(url.port)/\(name)?sslmode=disable"
     }
 
     /// Runs one statement to completion; errors surface here (a row sequence only throws when read).

@@ -6,7 +6,7 @@ import PostgresNIO
 struct AppsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apps",
-        abstract: "Register, list, pause and resume apps.",
+        abstract: "Register, list, pause and resume apps, and grant them to producer logins.",
         discussion: """
             An app is one APNs topic with one credential. push.apps holds only where the credential is \
             (a file path, the name of an environment variable), never the key or certificate itself.
@@ -16,10 +16,12 @@ struct AppsCommand: AsyncParsableCommand {
               pgpush apps list
               pgpush apps pause news --reason "wrong key, rotating"
               pgpush apps resume news
+              pgpush apps grant billing_service news
 
             Exit codes: 0 ok, 1 database error, 2 unknown app, 64 bad usage.
             """,
-        subcommands: [AppsAddCommand.self, AppsListCommand.self, AppsPauseCommand.self, AppsResumeCommand.self, AppsConfirmStaleCommand.self])
+        subcommands: [AppsAddCommand.self, AppsListCommand.self, AppsPauseCommand.self, AppsResumeCommand.self, AppsConfirmStaleCommand.self,
+                      AppsGrantCommand.self, AppsRevokeCommand.self])
 }
 
 struct AppsListCommand: AsyncParsableCommand {

@@ -82,9 +82,12 @@ struct Fleet: Sendable {
 
     /// Starts a worker process against this fleet's database and simulator.
     /// `apnsCAFile` replaces the simulator's CA as the one the worker trusts.
-    func startWorker(_ arguments: [String] = [], id: String = "w-\(UUID().uuidString.prefix(6))", apnsCAFile: String? = nil) throws -> WorkerProcess {
+    /// `databaseUser` logs the worker in as that user instead of the superuser.
+    func startWorker(
+        _ arguments: [String] = [], id: String = "w-\(UUID().uuidString.prefix(6))", apnsCAFile: String? = nil, databaseUser: String? = nil
+    ) throws -> WorkerProcess {
         try WorkerProcess(arguments: [
-            "worker", "--database-url", db.urlString,
+            "worker", "--database-url", databaseUser.map(db.urlString(user:)) ?? db.urlString,
             "--apns-endpoint", "https://localhost:\(port)", "--apns-ca-file", apnsCAFile ?? simulator.caCertificatePath,
             "--metrics-port=-1", "--worker-id", id, "--maintenance-interval", "1", "--log-format", "json",
             // The in-process simulator of a debug test build answers far slower than APNs; a request it has
