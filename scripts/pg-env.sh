@@ -64,6 +64,11 @@ synchronous_commit = off
 full_page_writes = off
 log_min_messages = warning
 CONF
+    # Members of pgpush_password_auth log in with a password, so tests can see what a wrong one prints;
+    # everyone else by trust. Written in place, so the file keeps its owner.
+    local hba
+    hba=$(cat "$dir/data/pg_hba.conf")
+    printf '%s\n%s\n' "host all +pgpush_password_auth 127.0.0.1/32 scram-sha-256" "$hba" >"$dir/data/pg_hba.conf"
     pg_as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
         || { cat "$dir/server.log" >&2; return 1; }
     export PGPUSH_TEST_PG_PORT=$port

@@ -29,8 +29,8 @@ struct LoggingOptions: ParsableArguments {
         let format = resolvedFormat
         LoggingBootstrap.once {
             LoggingSystem.bootstrap { label in
-                var handler: any LogHandler =
-                    format == .json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+                var handler = RedactingLogHandler(
+                    wrapped: format == .json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label))
                 handler.logLevel = level
                 return handler
             }

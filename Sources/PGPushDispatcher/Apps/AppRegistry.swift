@@ -86,7 +86,7 @@ public actor AppRegistry {
                 do {
                     try await pool.run()
                 } catch {
-                    self.logger.error("connection pool stopped", metadata: ["app": "\(appID)", "error": "\(error)"])
+                    self.logger.error("connection pool stopped", metadata: ["app": "\(appID)", "error": "\(LoggableError.describe(error))"])
                 }
             }
             return sender

@@ -22,7 +22,7 @@ extension Worker {
                 await registry.setLiveWorkers(live)
             } catch {
                 if Task.isCancelled { return }
-                logger.warning("heartbeat failed", metadata: ["error": "\(String(reflecting: error))"])
+                logger.warning("heartbeat failed", metadata: ["error": "\(LoggableError.describe(error))"])
             }
             try? await Task.sleep(for: configuration.heartbeatInterval)
         }
@@ -100,7 +100,7 @@ extension Worker {
                 metrics.heldNotifications.record(scheduler.withLock { $0.held })
             } catch {
                 if Task.isCancelled { return }
-                logger.warning("maintenance failed", metadata: ["error": "\(String(reflecting: error))"])
+                logger.warning("maintenance failed", metadata: ["error": "\(LoggableError.describe(error))"])
             }
             try? await Task.sleep(for: configuration.maintenanceInterval)
         }

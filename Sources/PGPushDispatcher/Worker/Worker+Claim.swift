@@ -41,7 +41,7 @@ extension Worker {
                     if stop.isSet { break }
                     databaseFailures += 1
                     readiness.store(false, ordering: .relaxed)
-                    logger.warning("claim failed; backing off", metadata: ["error": "\(String(reflecting: error))"])
+                    logger.warning("claim failed; backing off", metadata: ["error": "\(LoggableError.describe(error))"])
                     try? await Task.sleep(for: Self.backoff(databaseFailures))
                     wake.yield()
                 }
@@ -120,7 +120,7 @@ extension Worker {
                 // Work already expanded keeps flowing: claiming does not wait for this loop.
                 if Task.isCancelled { return }
                 failures += 1
-                logger.error("expanding jobs failed", metadata: ["error": "\(String(reflecting: error))"])
+                logger.error("expanding jobs failed", metadata: ["error": "\(LoggableError.describe(error))"])
                 try? await Task.sleep(for: Self.backoff(failures))
                 expansionWake.yield()
             }
@@ -160,7 +160,7 @@ extension Worker {
                     }
                     return
                 }
-                logger.warning("reading the chunk failed; retrying", metadata: ["chunk": "\(chunk.id)", "error": "\(error)"])
+                logger.warning("reading the chunk failed; retrying", metadata: ["chunk": "\(chunk.id)", "error": "\(LoggableError.describe(error))"])
                 try? await Task.sleep(for: Self.backoff(failures))
             }
         }

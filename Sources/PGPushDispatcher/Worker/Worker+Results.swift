@@ -49,7 +49,7 @@ extension Worker {
                 metrics.unwrittenResults.record(unwritten)
                 readiness.store(false, ordering: .relaxed)
                 logger.warning("writing results failed; keeping them and retrying", metadata: [
-                    "completions": "\(unwritten)", "attempt": "\(failures)", "error": "\(String(reflecting: error))",
+                    "completions": "\(unwritten)", "attempt": "\(failures)", "error": "\(LoggableError.describe(error))",
                 ])
                 if writesAbandoned.load(ordering: .relaxed) { return }
                 try? await Task.sleep(for: Self.backoff(failures))

@@ -118,7 +118,7 @@ public final class Worker: Service, Sendable {
                 return
             } catch {
                 failures += 1
-                logger.warning("database unavailable; retrying registration", metadata: ["error": "\(String(reflecting: error))"])
+                logger.warning("database unavailable; retrying registration", metadata: ["error": "\(LoggableError.describe(error))"])
                 try await Task.sleep(for: Self.backoff(failures))
             }
         }

@@ -84,16 +84,17 @@ struct Fleet: Sendable {
     /// `apnsCAFile` replaces the simulator's CA as the one the worker trusts.
     /// `databaseUser` logs the worker in as that user instead of the superuser.
     func startWorker(
-        _ arguments: [String] = [], id: String = "w-\(UUID().uuidString.prefix(6))", apnsCAFile: String? = nil, databaseUser: String? = nil
+        _ arguments: [String] = [], id: String = "w-\(UUID().uuidString.prefix(6))", apnsCAFile: String? = nil, databaseUser: String? = nil,
+        databaseURL: String? = nil, logFormat: String = "json", logLevel: String = "info"
     ) throws -> WorkerProcess {
         try WorkerProcess(arguments: [
-            "worker", "--database-url", databaseUser.map(db.urlString(user:)) ?? db.urlString,
+            "worker", "--database-url", databaseURL ?? databaseUser.map(db.urlString(user:)) ?? db.urlString,
             "--apns-endpoint", "https://localhost:\(port)", "--apns-ca-file", apnsCAFile ?? simulator.caCertificatePath,
-            "--metrics-port=-1", "--worker-id", id, "--maintenance-interval", "1", "--log-format", "json",
+            "--metrics-port=-1", "--worker-id", id, "--maintenance-interval", "1", "--log-format", logFormat,
             // The in-process simulator of a debug test build answers far slower than APNs; a request it has
             // queued must not time out and be re-sent, which would show up as a duplicate in the ledger.
             "--request-timeout", "60",
-            "--log-level", "info",
+            "--log-level", logLevel,
         ] + arguments, logPath: directory + "/\(id).log")
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PGPushCore
 import PostgresNIO
 
 /// A failure of an operator command: printed as one `pgpush: …` line on standard error, then the process
@@ -78,7 +79,7 @@ func describeDatabaseError(_ error: any Error) -> String {
 
 /// Writes one line to standard error.
 func printError(_ line: String) {
-    FileHandle.standardError.write(Data((line + "\n").utf8))
+    FileHandle.standardError.write(Data((LogRedaction.redact(line) + "\n").utf8))
 }
 
 /// Flushes standard output, so progress reaches a pipe as it happens (`fflush(NULL)` flushes every stream
