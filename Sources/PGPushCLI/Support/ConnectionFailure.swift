@@ -109,6 +109,13 @@ struct ConnectionFailure: Error, CustomStringConvertible {
                 return (.unreachable, "unreachable: no answer within \(timeout) (connection timed out)")
             }
             return (.other, "connection failed: \(error)")
+        case let error as NIOSSLExtraError where error == .failedToValidateHostname:
+            return (.tls, "TLS refused: the server's certificate does not name host \(url.host) (sslmode=verify-full "
+                + "checks the name: connect by a host name the certificate carries, or use sslmode=verify-ca)")
+        case let error where "\(error)".contains("CERTIFICATE_VERIFY_FAILED"):
+            let trusted = url.sslRootCertificatePath.map { "the CA in sslrootcert=\($0)" }
+                ?? "the system's CAs (give the server's CA with sslrootcert=PATH)"
+            return (.tls, "TLS refused: the server's certificate is not signed by \(trusted)")
         case let error as NIOSSLError:
             return (.tls, "TLS handshake failed: \(error) (check sslmode and sslrootcert)")
         case let error as NIOSSLExtraError:

@@ -23,8 +23,9 @@ public final class ThrowawayPostgres: @unchecked Sendable {
     /// `postgres://postgres@127.0.0.1:<port>/postgres`.
     public var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable" }
 
-    /// Creates and starts a cluster; on failure everything created so far is removed.
-    public static func start() throws -> ThrowawayPostgres {
+    /// Creates and starts a cluster; on failure everything created so far is removed. `prepare` runs after
+    /// `initdb` and before the server starts, with the data directory (a test adding TLS or `pg_hba.conf` rules).
+    public static func start(prepare: ((_ dataDirectory: String) throws -> Void)? = nil) throws -> ThrowawayPostgres {
         guard let binaries = binaryDirectory() else {
             throw PGPushError(.invalidConfiguration, 
                 "PostgreSQL is not installed (no initdb in /usr/lib/postgresql/*/bin or on PATH): "
@@ -33,7 +34,7 @@ public final class ThrowawayPostgres: @unchecked Sendable {
         let directory = try makeTemporaryDirectory(prefix: "pgpush-pg-")
         let cluster = ThrowawayPostgres(directory: directory, port: try freeLoopbackPort(), binaries: binaries)
         do {
-            try cluster.initialise()
+            try cluster.initialise(prepare: prepare)
             return cluster
         } catch {
             cluster.stop()
@@ -48,7 +49,7 @@ public final class ThrowawayPostgres: @unchecked Sendable {
         self.runAsPostgres = getuid() == 0
     }
 
-    private func initialise() throws {
+    private func initialise(prepare: ((_ dataDirectory: String) throws -> Void)?) throws {
         if runAsPostgres {
             guard let account = getpwnam("postgres") else {
                 throw PGPushError(.invalidConfiguration, "running as root needs a `postgres` user to own the cluster (the postgresql package creates it)")
@@ -77,6 +78,7 @@ public final class ThrowawayPostgres: @unchecked Sendable {
         try configuration.seekToEnd()
         try configuration.write(contentsOf: Data(settings.utf8))
         try configuration.close()
+        try prepare?("\(directory)/data")
         lock.withLock { running = true }
         try runTool("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60", "start"],
                     log: "\(directory)/pg_ctl.log")
