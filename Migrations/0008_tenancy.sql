@@ -250,3 +250,46 @@ GRANT DELETE ON push.jobs TO pgpush_worker;
 -- Retention removes old pruning audit rows as the worker (maintenance); without this grant every
 -- maintenance pass of a least-privileged worker failed before it reached the pruner.
 GRANT DELETE ON push.pruned_devices TO pgpush_worker;
+
+-- push.enqueue as before, plus a range check of apns_priority: the column is a smallint, and a value outside
+-- it failed in the assignment, before the validation trigger, with PostgreSQL's 'smallint out of range',
+-- which names no field.
+CREATE OR REPLACE FUNCTION push.enqueue(
+    app_id          text,
+    payload         jsonb,
+    push_type       text DEFAULT 'alert',
+    apns_priority   integer DEFAULT NULL,
+    tokens          text[] DEFAULT NULL,
+    user_ids        text[] DEFAULT NULL,
+    tags            text[] DEFAULT NULL,
+    send_at         timestamptz DEFAULT now(),
+    expires_at      timestamptz DEFAULT NULL,
+    collapse_id     text DEFAULT NULL,
+    idempotency_key text DEFAULT NULL,
+    priority        integer DEFAULT 0
+) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, push AS $$
+#variable_conflict use_column
+DECLARE
+    job_id bigint;
+BEGIN
+    IF enqueue.apns_priority IS NOT NULL AND enqueue.apns_priority NOT IN (10, 5, 1) THEN
+        RAISE EXCEPTION 'apns_priority % is not valid: APNs accepts 10, 5 or 1', enqueue.apns_priority
+            USING ERRCODE = 'check_violation', COLUMN = 'apns_priority';
+    END IF;
+    INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
+                                expires_at, collapse_id, idempotency_key, priority)
+    VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
+            enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
+            enqueue.idempotency_key, enqueue.priority)
+    ON CONFLICT (app_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING j.id INTO job_id;
+
+    IF job_id IS NULL THEN
+        -- The key was used before (or by a concurrent producer that has now committed): same broadcast.
+        SELECT j.id INTO job_id FROM push.jobs j
+         WHERE j.app_id = enqueue.app_id AND j.idempotency_key = enqueue.idempotency_key;
+    END IF;
+    RETURN job_id;
+END;
+$$;

@@ -43,6 +43,8 @@ struct SimulatorCommand: AsyncParsableCommand {
 
     @Option(help: "Seed of every random fault decision.") var seed: UInt64 = 1
     @Option(help: "Fraction of requests answered 500 or 503.") var errorRate: Double = 0
+    @Option(help: "Fraction of requests answered in a shape APNs never sends: an unknown status, a broken reason body, a 20 KB header, trailers, or DATA after END_STREAM.")
+    var malformedAnswerRate: Double = 0
     @Option(help: "Fraction of device tokens answered 429 TooManyRequests at first.") var tooManyRequestsFraction: Double = 0
     @Option(help: "How many first attempts of those tokens get 429.") var tooManyRequestsAttempts = 1
     @Option(help: "Send GOAWAY once a connection has received N requests.") var goawayEvery: Int?
@@ -95,6 +97,7 @@ struct SimulatorCommand: AsyncParsableCommand {
         configuration.ledgerFile = ledgerFile
         configuration.faults.seed = seed
         configuration.faults.serverErrorRate = errorRate
+        configuration.faults.malformedAnswerRate = malformedAnswerRate
         configuration.faults.tooManyRequestsTokenFraction = tooManyRequestsFraction
         configuration.faults.tooManyRequestsFirstAttempts = tooManyRequestsAttempts
         configuration.faults.goAwayEveryStreams = goawayEvery

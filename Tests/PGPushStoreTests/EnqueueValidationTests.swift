@@ -57,6 +57,10 @@ struct EnqueueValidationTests {
             try await db.exec(
                 #"SELECT push.enqueue('app', '{"aps":{"content-available":1}}', push_type => 'background', apns_priority => 10)"#)
         }, expectedMessage: "apns_priority 10 is not allowed for push_type background"),
+        // Outside a smallint: refused by push.enqueue itself, not by the column's "smallint out of range".
+        Case(description: "apns priority outside smallint", call: { db in
+            try await db.exec(#"SELECT push.enqueue('app', '{"aps":{}}', apns_priority => -2147483648)"#)
+        }, expectedMessage: "apns_priority -2147483648 is not valid"),
         Case(description: "collapse id over 64 bytes", call: { db in
             try await db.exec(#"SELECT push.enqueue('app', '{"aps":{}}', collapse_id => repeat('é', 33))"#)
         }, expectedMessage: "collapse_id is 66 bytes, over the 64-byte limit"),

@@ -29,6 +29,9 @@ public struct SimulatorFaults: Sendable {
     public var resetEveryStreams: Int? = nil
     /// Delay before each answer. Default ``SimulatorLatency/none``.
     public var latency: SimulatorLatency = .none
+    /// Fraction of requests answered in a shape APNs never sends (see ``MalformedAnswer``), for testing that
+    /// a client gives every request an outcome anyway. Default 0.
+    public var malformedAnswerRate: Double = 0
 
     /// No faults.
     public init() {}
@@ -59,4 +62,18 @@ enum FaultHash {
     static func unit(_ hash: UInt64) -> Double {
         Double(hash >> 11) / Double(UInt64(1) << 53)
     }
+}
+
+/// Answers no APNs server sends, one of which a malformed-answer fault picks per request.
+public enum MalformedAnswer: String, Sendable, Hashable, CaseIterable {
+    /// A status APNs does not use (299, 418, 451, 520, 999) with a JSON reason.
+    case unknownStatus
+    /// 400 with a body that is not `{"reason":"…"}`: broken JSON, a number for the reason, empty, or 64 KB.
+    case badReasonBody
+    /// 200 with a 20,000-byte header.
+    case hugeHeader
+    /// 400 whose reason is followed by trailers.
+    case trailers
+    /// A normal answer, then a DATA frame on the same stream after END_STREAM.
+    case dataAfterEndStream
 }

@@ -13,6 +13,10 @@ struct SimulatorResponse: Sendable {
     var apnsID: String
     /// Recorded in the ledger when (and only if) the response is written.
     var ledgerEntry: SimulatorLedger.StoredEntry?
+    /// Set by the malformed-answer fault: written in this broken shape instead, never recorded in the ledger.
+    var malformation: MalformedAnswer?
+    /// Picks the variant within a malformation.
+    var malformationSeed: UInt64 = 0
 }
 
 /// What a stream handler does with a complete request.
@@ -138,6 +142,15 @@ final class SimulatorConnection: @unchecked Sendable {
         if response.status == 200 && !authenticated {
             authenticated = true
             raiseStreamLimit()
+        }
+        if faults.malformedAnswerRate > 0 {
+            let hash = FaultHash.hash(response.apnsID, seed: faults.seed, salt: 0xBAD0 &+ UInt64(requestNumber))
+            if FaultHash.unit(hash) < faults.malformedAnswerRate {
+                let cases = MalformedAnswer.allCases
+                response.malformation = cases[Int((hash >> 33) % UInt64(cases.count))]
+                response.malformationSeed = hash >> 8
+                response.ledgerEntry = nil
+            }
         }
         if response.status == 200, server.configuration.ledgerEnabled, var entry = response.ledgerEntry {
             var hasher = SHA256()

@@ -96,6 +96,11 @@ final class SimulatorStreamHandler: ChannelInboundHandler {
 
     private func write(_ response: SimulatorResponse, context: ChannelHandlerContext) {
         guard !connection.dropped else { return }
+        if let malformation = response.malformation {
+            writeMalformed(malformation, response, context: context)
+            connection.responseWritten(response, streamID: streamID)
+            return
+        }
         var headers = HPACKHeaders()
         headers.reserveCapacity(3)
         headers.add(name: ":status", value: Self.statusText(response.status))
@@ -113,6 +118,52 @@ final class SimulatorStreamHandler: ChannelInboundHandler {
             context.write(wrapOutboundOut(.headers(.init(headers: headers, endStream: true))), promise: nil)
         }
         connection.responseWritten(response, streamID: streamID)
+    }
+
+    private func writeMalformed(_ malformation: MalformedAnswer, _ response: SimulatorResponse, context: ChannelHandlerContext) {
+        let variant = Int(response.malformationSeed % 5)
+        func headers(_ status: String, _ extra: [(String, String)] = []) -> HPACKHeaders {
+            var headers = HPACKHeaders([(":status", status), ("apns-id", response.apnsID)])
+            for (name, value) in extra { headers.add(name: name, value: value, indexing: .neverIndexed) }
+            return headers
+        }
+        func data(_ text: String, endStream: Bool) {
+            let buffer = context.channel.allocator.buffer(string: text)
+            context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: endStream))), promise: nil)
+        }
+        switch malformation {
+        case .unknownStatus:
+            let status = ["299", "418", "451", "520", "999"][variant]
+            context.write(wrapOutboundOut(.headers(.init(headers: headers(status, [("content-type", "application/json")])))), promise: nil)
+            data(#"{"reason":"Teapot"}"#, endStream: true)
+        case .badReasonBody:
+            let body = ["{not json", #"{"reason":42}"#, "", #"{"reason":"\#(String(repeating: "x", count: 65_536))"}"#, "[1,2"][variant]
+            context.write(wrapOutboundOut(.headers(.init(headers: headers("400", [("content-type", "application/json")])))), promise: nil)
+            data(body, endStream: true)
+        case .hugeHeader:
+            context.write(wrapOutboundOut(.headers(.init(
+                headers: headers("200", [("x-padding", String(repeating: "p", count: 20_000))]), endStream: true))), promise: nil)
+        case .trailers:
+            context.write(wrapOutboundOut(.headers(.init(headers: headers("400", [("content-type", "application/json")])))), promise: nil)
+            data(#"{"reason":"BadDeviceToken"}"#, endStream: false)
+            context.write(wrapOutboundOut(.headers(.init(headers: HPACKHeaders([("x-trailer", "1")]), endStream: true))), promise: nil)
+        case .dataAfterEndStream:
+            context.write(wrapOutboundOut(.headers(.init(headers: headers("200"), endStream: true))), promise: nil)
+            context.flush()
+            // Below the HTTP/2 handler, which would refuse a frame on a closed stream: raw bytes of a DATA frame.
+            guard let parent = context.channel.parent,
+                  let below = try? parent.pipeline.syncOperations.context(handlerType: NIOHTTP2Handler.self)
+            else { return }
+            var frame = context.channel.allocator.buffer(capacity: 16)
+            let payload: [UInt8] = Array("late".utf8)
+            frame.writeBytes([UInt8(0), UInt8(0), UInt8(payload.count)])  // 24-bit length
+            frame.writeInteger(UInt8(0x0))  // type DATA
+            frame.writeInteger(UInt8(0x1))  // flags END_STREAM
+            frame.writeInteger(UInt32(streamID) & 0x7FFF_FFFF)
+            frame.writeBytes(payload)
+            below.write(NIOAny(frame), promise: nil)
+            below.flush()
+        }
     }
 
     private static func statusText(_ status: Int) -> String {

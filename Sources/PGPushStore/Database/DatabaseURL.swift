@@ -25,8 +25,13 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     public var applicationName: String?
 
     public init(_ string: String) throws(PGPushError) {
-        guard let components = URLComponents(string: string),
-              let scheme = components.scheme, scheme == "postgres" || scheme == "postgresql"
+        // `postgres:/user:secret@host/db` (a slash short, or one too many) parses as a path, which would become
+        // the database name, password included, and appear in every error message: refuse it (a database name
+        // has no ':' or '@'), and never echo the input.
+        guard string.hasPrefix("postgres://") || string.hasPrefix("postgresql://"),
+              let components = URLComponents(string: string),
+              let scheme = components.scheme, scheme == "postgres" || scheme == "postgresql",
+              !components.path.contains("@"), !components.path.contains(":")
         else {
             throw PGPushError(.invalidConfiguration, "database URL must look like postgres://user@host:port/database")
         }
