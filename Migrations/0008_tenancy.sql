@@ -293,3 +293,19 @@ BEGIN
     RETURN job_id;
 END;
 $$;
+
+-- An idempotency key is indexed with its app; one longer than a B-tree entry may hold failed in the index with
+-- "index row requires N bytes", naming no field. Keys are identifiers (a UUID, "order-123-shipped"): 255 bytes.
+CREATE FUNCTION push.jobs_check_idempotency_key() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, push AS $$
+BEGIN
+    IF octet_length(NEW.idempotency_key) > 255 THEN
+        RAISE EXCEPTION 'idempotency_key is % bytes, over the 255-byte limit', octet_length(NEW.idempotency_key)
+            USING ERRCODE = 'check_violation', COLUMN = 'idempotency_key';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+REVOKE ALL ON FUNCTION push.jobs_check_idempotency_key() FROM PUBLIC;
+CREATE TRIGGER jobs_check_idempotency_key BEFORE INSERT ON push.jobs
+    FOR EACH ROW EXECUTE FUNCTION push.jobs_check_idempotency_key();

@@ -61,6 +61,9 @@ struct EnqueueValidationTests {
         Case(description: "apns priority outside smallint", call: { db in
             try await db.exec(#"SELECT push.enqueue('app', '{"aps":{}}', apns_priority => -2147483648)"#)
         }, expectedMessage: "apns_priority -2147483648 is not valid"),
+        Case(description: "idempotency key over 255 bytes", call: { db in
+            try await db.exec(#"SELECT push.enqueue('app', '{"aps":{}}', idempotency_key => repeat('ü', 2000))"#)
+        }, expectedMessage: "idempotency_key is 4000 bytes, over the 255-byte limit"),
         Case(description: "collapse id over 64 bytes", call: { db in
             try await db.exec(#"SELECT push.enqueue('app', '{"aps":{}}', collapse_id => repeat('é', 33))"#)
         }, expectedMessage: "collapse_id is 66 bytes, over the 64-byte limit"),
