@@ -91,7 +91,20 @@ extension EndToEndTests {
                 await refused.stop()
                 let cli = try Self.runCLI(["stats", "--database-url", badURL, "--log-format", format], in: directory)
 
-                let printed = worker.log + refused.log + cli.stdout + cli.stderr
+                // The simulator given a key file that is no key, and a client CA that is no certificate.
+                let simulatorBadKey = try Self.runCLI([
+                    "simulator", "--port", "0", "--cert-dir", directory + "/simulator", "--log-format", format,
+                    "--token-key", "TEAM123456:GARBAGEKEY:\(garbageKey)",
+                ], in: directory)
+                let simulatorBadCA = try Self.runCLI([
+                    "simulator", "--port", "0", "--cert-dir", directory + "/simulator", "--log-format", format,
+                    "--client-ca", garbageKey,
+                ], in: directory)
+                #expect(simulatorBadKey.stderr.contains(garbageKey), "the error names the file: \(simulatorBadKey.stderr)")
+                #expect(!simulatorBadCA.stderr.isEmpty, "the simulator says why it cannot start")
+
+                let printed = worker.log + refused.log + cli.stdout + cli.stderr + simulatorBadKey.stdout + simulatorBadKey.stderr
+                    + simulatorBadCA.stdout + simulatorBadCA.stderr
                 #expect(refused.log.contains("password authentication failed"), "\(refused.log.suffix(800))")
                 #expect(cli.stderr.contains("password authentication failed") || cli.stderr.contains("authentication"), "\(cli.stderr)")
 
