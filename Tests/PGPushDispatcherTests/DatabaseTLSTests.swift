@@ -31,23 +31,6 @@ extension EndToEndTests {
             }
         }
 
-        /// Runs `pgpush arguments…` and returns its exit status and standard error.
-        static func pgpush(_ arguments: [String], in directory: String) throws -> (status: Int32, stderr: String) {
-            let err = directory + "/stderr-\(UUID().uuidString)"
-            FileManager.default.createFile(atPath: err, contents: nil)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Fleet.executable)
-            process.arguments = arguments
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
-            try process.run()
-            let deadline = Date().addingTimeInterval(30)
-            while process.isRunning && Date() < deadline { usleep(50_000) }
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-            return (process.terminationStatus, try String(contentsOfFile: err, encoding: .utf8))
-        }
-
         @Test func verifyFullConnectsAndEveryWrongSetupIsRefusedClearly() async throws {
             let certificates = try Certificates()
             defer { try? FileManager.default.removeItem(atPath: certificates.directory) }
@@ -70,7 +53,7 @@ extension EndToEndTests {
                 String(format: base, host, mode) + (ca.map { "&sslrootcert=\($0)" } ?? "")
             }
 
-            let migrate = try Self.pgpush(["migrate", "--database-url", url(ca: certificates.ca)], in: certificates.directory)
+            let migrate = try Fleet.runPGPush(["migrate", "--database-url", url(ca: certificates.ca)])
             #expect(migrate.status == 0, "\(migrate.stderr)")
 
             let worker = try WorkerProcess(arguments: [
@@ -81,21 +64,21 @@ extension EndToEndTests {
             await worker.stop()
             #expect(worker.log.contains("worker registered"), "\(worker.log.suffix(1500))")
 
-            let plain = try Self.pgpush(["stats", "--database-url", url(mode: "disable")], in: certificates.directory)
+            let plain = try Fleet.runPGPush(["stats", "--database-url", url(mode: "disable")])
             #expect(plain.status != 0)
             #expect(plain.stderr.contains("no encryption"), "\(plain.stderr)")
 
-            let wrongCA = try Self.pgpush(["stats", "--database-url", url(ca: certificates.otherCA)], in: certificates.directory)
+            let wrongCA = try Fleet.runPGPush(["stats", "--database-url", url(ca: certificates.otherCA)])
             #expect(wrongCA.status != 0)
             #expect(wrongCA.stderr.contains("TLS refused: the server's certificate is not signed by the CA in sslrootcert=\(certificates.otherCA)"), "\(wrongCA.stderr)")
 
             // The certificate names localhost only.
-            let wrongHost = try Self.pgpush(["stats", "--database-url", url(host: "127.0.0.1", ca: certificates.ca)], in: certificates.directory)
+            let wrongHost = try Fleet.runPGPush(["stats", "--database-url", url(host: "127.0.0.1", ca: certificates.ca)])
             #expect(wrongHost.status != 0)
             #expect(wrongHost.stderr.contains("TLS refused: the server's certificate does not name host 127.0.0.1"), "\(wrongHost.stderr)")
 
             // verify-full without the CA: the system roots do not know this one.
-            let noCA = try Self.pgpush(["stats", "--database-url", url()], in: certificates.directory)
+            let noCA = try Fleet.runPGPush(["stats", "--database-url", url()])
             #expect(noCA.status != 0 && noCA.stderr.contains("not signed by the system's CAs"), "\(noCA.stderr)")
             print("TLS refusals:\n\(plain.stderr)\(wrongCA.stderr)\(wrongHost.stderr)\(noCA.stderr)")
         }

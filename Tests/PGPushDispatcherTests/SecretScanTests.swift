@@ -15,24 +15,6 @@ extension EndToEndTests {
         static let wrongDatabasePassword = "Wr0ng-DbPass-0815"
         static let garbageKeyMaterial = "U0VDUkVUS0VZTUFURVJJQUxYWVo"
 
-        /// Runs `pgpush arguments…` to completion (at most 30 s) and returns what it printed.
-        static func runCLI(_ arguments: [String], in directory: String) throws -> (stdout: String, stderr: String) {
-            let out = directory + "/cli.out", err = directory + "/cli.err"
-            FileManager.default.createFile(atPath: out, contents: nil)
-            FileManager.default.createFile(atPath: err, contents: nil)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Fleet.executable)
-            process.arguments = arguments
-            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
-            process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
-            try process.run()
-            let deadline = Date().addingTimeInterval(30)
-            while process.isRunning && Date() < deadline { usleep(50_000) }
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-            return (try String(contentsOfFile: out, encoding: .utf8), try String(contentsOfFile: err, encoding: .utf8))
-        }
-
         @Test(arguments: ["text", "json"])
         func nothingSecretReachesTheLogs(format: String) async throws {
             let directory = NSTemporaryDirectory() + "pgpush-scan-\(UUID().uuidString)"
@@ -89,17 +71,17 @@ extension EndToEndTests {
                 let refused = try fleet.startWorker(databaseURL: badURL, logFormat: format, logLevel: "debug")
                 try await Task.sleep(for: .seconds(3))
                 await refused.stop()
-                let cli = try Self.runCLI(["stats", "--database-url", badURL, "--log-format", format], in: directory)
+                let cli = try Fleet.runPGPush(["stats", "--database-url", badURL, "--log-format", format])
 
                 // The simulator given a key file that is no key, and a client CA that is no certificate.
-                let simulatorBadKey = try Self.runCLI([
+                let simulatorBadKey = try Fleet.runPGPush([
                     "simulator", "--port", "0", "--cert-dir", directory + "/simulator", "--log-format", format,
                     "--token-key", "TEAM123456:GARBAGEKEY:\(garbageKey)",
-                ], in: directory)
-                let simulatorBadCA = try Self.runCLI([
+                ])
+                let simulatorBadCA = try Fleet.runPGPush([
                     "simulator", "--port", "0", "--cert-dir", directory + "/simulator", "--log-format", format,
                     "--client-ca", garbageKey,
-                ], in: directory)
+                ])
                 #expect(simulatorBadKey.stderr.contains(garbageKey), "the error names the file: \(simulatorBadKey.stderr)")
                 #expect(!simulatorBadCA.stderr.isEmpty, "the simulator says why it cannot start")
 

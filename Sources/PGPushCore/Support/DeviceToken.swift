@@ -8,11 +8,14 @@ public enum DeviceToken {
     public static func isValid(_ s: String) -> Bool {
         let utf8 = s.utf8
         guard validLengths.contains(utf8.count) else { return false }
-        return utf8.allSatisfy { byte in
-            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
-                || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
-        }
+        return utf8.allSatisfy(isHexDigit)
+    }
+
+    /// Whether `byte` is an ASCII hexadecimal digit, either case.
+    public static func isHexDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
     }
 
     /// The form used in logs and error messages: the first 8 characters and "…", so a whole token is never printed.

@@ -25,7 +25,7 @@ public enum LogRedaction {
                 output += String(run.prefix(8)) + "…(redacted JWT)"
             } else {
                 output += parts.map { part in
-                    part.count >= DeviceToken.validLengths.lowerBound && part.utf8.allSatisfy(isHex)
+                    part.count >= DeviceToken.validLengths.lowerBound && part.utf8.allSatisfy(DeviceToken.isHexDigit)
                         ? DeviceToken.shortened(String(part)) : String(part)
                 }.joined(separator: ".")
             }
@@ -41,11 +41,6 @@ public enum LogRedaction {
         }
         flush()
         return output
-    }
-
-    private static func isHex(_ byte: UInt8) -> Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
-            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
     }
 
     private static func redactPEMBlocks(_ text: String) -> String {

@@ -60,6 +60,26 @@ struct Fleet: Sendable {
             .appendingPathComponent(".build/debug/pgpush").path
     }
 
+    /// Runs `pgpush arguments…` to completion (terminated after 30 s) and returns what it printed.
+    static func runPGPush(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+        let base = NSTemporaryDirectory() + "pgpush-cli-\(UUID().uuidString)"
+        let out = base + ".out", err = base + ".err"
+        FileManager.default.createFile(atPath: out, contents: nil)
+        FileManager.default.createFile(atPath: err, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: out); try? FileManager.default.removeItem(atPath: err) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
+        try process.run()
+        let deadline = Date().addingTimeInterval(30)
+        while process.isRunning && Date() < deadline { usleep(50_000) }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        return (process.terminationStatus, try String(contentsOfFile: out, encoding: .utf8), try String(contentsOfFile: err, encoding: .utf8))
+    }
+
     func createApp(_ id: String = "app", topic: String = "com.example.app", rateLimit: Int? = nil) async throws {
         try await db.exec("""
             INSERT INTO push.apps (id, topic, team_id, key_id, private_key_path, rate_limit)
