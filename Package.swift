@@ -15,6 +15,7 @@ let migrationFiles = [
     "0006_scheduler.sql",
     "0007_app_valve.sql",
     "0008_tenancy.sql",
+    "0009_fcm_schema.sql",
 ]
 
 let package = Package(
@@ -48,6 +49,8 @@ let package = Package(
             name: "PGPushCore",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
+                // RSA (RS256) for FCM's service-account assertions.
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
         .target(
@@ -75,6 +78,8 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // RSA public keys of the service accounts the FCM simulator trusts.
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

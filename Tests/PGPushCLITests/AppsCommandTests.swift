@@ -81,6 +81,51 @@ struct AppsCommandTests {
         }
     }
 
+    @Test("add with FCM credentials, beside APNs or alone; list shows them; half an FCM credential exits 64")
+    func addWithFCM() async throws {
+        try await TestDatabase.with { db in
+            let account = try temporaryFile(#"{"type":"service_account","private_key":"SECRETRSAKEY"}"#, suffix: ".json")
+            defer { try? FileManager.default.removeItem(at: account) }
+            let dual = try await CLIProcess.run([
+                "apps", "add", "news", "--database-url", db.urlString, "--topic", "com.example.news",
+                "--team-id", "ABCDE12345", "--key-id", "KEY1234567", "--key-file", "/etc/hostname",
+                "--fcm-project-id", "news-7f3a", "--fcm-service-account", account.path,
+            ])
+            #expect(dual.status == 0, "\(dual)")
+            #expect(dual.stdout.contains("FCM project news-7f3a"), "\(dual)")
+            let android = try await CLIProcess.run([
+                "apps", "add", "news-android", "--database-url", db.urlString,
+                "--fcm-project-id", "news-7f3a", "--fcm-service-account", account.path,
+            ])
+            #expect(android.status == 0, "\(android)")
+
+            let list = try await CLIProcess.run(["apps", "list", "--database-url", db.urlString, "--json"])
+            #expect(list.status == 0, "\(list)")
+            #expect(!list.stdout.contains("SECRETRSAKEY"))
+            let apps = try #require(try list.json() as? [[String: Any]])
+            let byID = Dictionary(uniqueKeysWithValues: apps.compactMap { app in (app["app_id"] as? String).map { ($0, app) } })
+            #expect(byID["news"]?["fcm_project_id"] as? String == "news-7f3a")
+            #expect(byID["news"]?["auth"] as? String == "token")
+            #expect(byID["news-android"]?["topic"] is NSNull)
+            #expect(byID["news-android"]?["auth"] is NSNull)
+            #expect(byID["news-android"]?["fcm_service_account_path"] as? String == account.path)
+            let table = try await CLIProcess.run(["apps", "list", "--database-url", db.urlString])
+            #expect(table.status == 0 && table.stdout.contains("news-7f3a"), "\(table)")
+
+            for arguments in [
+                ["--fcm-project-id", "p-1"],
+                ["--fcm-service-account", account.path],
+                ["--fcm-project-id", "p-1", "--fcm-service-account", "relative.json"],
+                ["--team-id", "ABCDE12345", "--key-id", "KEY1234567", "--key-file", "/etc/hostname"],
+                [],
+            ] {
+                let refused = try await CLIProcess.run(["apps", "add", "other", "--database-url", db.urlString] + arguments)
+                #expect(refused.status == 64, "\(arguments): \(refused)")
+            }
+            #expect(try await db.scalar("SELECT count(*) FROM push.apps") == 2)
+        }
+    }
+
     @Test("pause sets the reason and time, list shows it, resume clears both; unknown apps exit 2")
     func pauseAndResume() async throws {
         try await TestDatabase.with { db in

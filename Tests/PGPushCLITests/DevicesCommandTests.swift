@@ -122,3 +122,86 @@ struct DevicesCommandTests {
         }
     }
 }
+
+@Suite("pgpush devices import and enqueue for Android", .timeLimit(.minutes(3)))
+struct AndroidCLITests {
+    static let fcmToken = "dXyZ0123456789abcdEFGH:APA91bF1rst_Token"
+
+    static func createDualApp(_ db: TestDatabase) async throws {
+        try await db.exec("""
+            INSERT INTO push.apps (id, topic, team_id, key_id, private_key_path, fcm_project_id, fcm_service_account_path)
+            VALUES ('news', 'com.example.news', 'TEAM123456', 'KEY1234567', '/k.p8', 'news-7f3a', '/sa.json')
+            """)
+    }
+
+    @Test("--platform android keeps FCM tokens as given; a csv platform column sets each row; a bad row imports nothing")
+    func importAndroidDevices() async throws {
+        try await TestDatabase.with { db in
+            try await Self.createDualApp(db)
+            let lines = try await CLIProcess.run(
+                ["devices", "import", "-", "--app", "news", "--platform", "android", "--database-url", db.urlString],
+                stdin: Data("\(Self.fcmToken)\n".utf8))
+            #expect(lines.status == 0, "\(lines)")
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices WHERE token = \(Self.fcmToken) AND platform = 'android'") == 1)
+
+            let csv = "token,user_id,platform\n\(TestTokens.token(1).uppercased()),u1,ios\nOtherFcmToken_0123456789,u1,android\n\(TestTokens.token(2)),u2,\n"
+            let file = try temporaryFile(csv, suffix: ".csv")
+            defer { try? FileManager.default.removeItem(at: file) }
+            let mixed = try await CLIProcess.run(["devices", "import", file.path, "--app", "news", "--database-url", db.urlString])
+            #expect(mixed.status == 0, "\(mixed)")
+            #expect(try await db.scalar("""
+                SELECT count(*) FROM push.devices
+                 WHERE (token = \(TestTokens.token(1)) AND platform = 'ios') OR (token = \(TestTokens.token(2)) AND platform = 'ios')
+                    OR (token = 'OtherFcmToken_0123456789' AND platform = 'android')
+                """) == 3)
+
+            for (input, platform, expected) in [
+                ("has a space 0123456789abc\n", "android", "an FCM registration token is 16 to 1024"),
+                ("\(Self.fcmToken)\n", "ios", "a token is 64 to 200 hex characters"),
+            ] {
+                let bad = try await CLIProcess.run(
+                    ["devices", "import", "-", "--app", "news", "--platform", platform, "--database-url", db.urlString],
+                    stdin: Data(input.utf8))
+                #expect(bad.status == 1, "\(bad)")
+                #expect(bad.stderr.contains(expected), "\(bad)")
+            }
+            let badColumn = try temporaryFile("token,platform\n\(TestTokens.token(3)),windows\n", suffix: ".csv")
+            defer { try? FileManager.default.removeItem(at: badColumn) }
+            let refused = try await CLIProcess.run(["devices", "import", badColumn.path, "--app", "news", "--database-url", db.urlString])
+            #expect(refused.status == 1 && refused.stderr.contains("platform 'windows' is not ios or android"), "\(refused)")
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices") == 4)
+        }
+    }
+
+    @Test("enqueue --fcm stores the Android message; an Android-only app needs no payload; a bad message exits 1")
+    func enqueueWithFCM() async throws {
+        try await TestDatabase.with { db in
+            try await Self.createDualApp(db)
+            try await db.exec("INSERT INTO push.apps (id, fcm_project_id, fcm_service_account_path) VALUES ('droid', 'droid-1', '/sa.json')")
+            let dual = try await CLIProcess.run([
+                "enqueue", "--app", "news", "--alert", "Goal!", "--fcm", #"{"data":{"match":"77"}}"#, "--database-url", db.urlString,
+            ])
+            #expect(dual.status == 0, "\(dual)")
+            #expect(try await db.scalar(#"SELECT count(*) FROM push.jobs WHERE app_id = 'news' AND fcm = '{"data":{"match":"77"}}'"#) == 1)
+
+            let android = try await CLIProcess.run([
+                "enqueue", "--app", "droid", "--fcm", #"{"notification":{"title":"Hi"}}"#, "--database-url", db.urlString,
+            ])
+            #expect(android.status == 0, "\(android)")
+            let jobFile = try temporaryFile(#"{"app_id":"droid","fcm":{"data":{"k":"v"}}}"#, suffix: ".json")
+            defer { try? FileManager.default.removeItem(at: jobFile) }
+            let fromFile = try await CLIProcess.run(["enqueue", "--file", jobFile.path, "--database-url", db.urlString])
+            #expect(fromFile.status == 0, "\(fromFile)")
+            #expect(try await db.scalar("SELECT count(*) FROM push.jobs WHERE app_id = 'droid' AND payload = '{}'") == 2)
+
+            let bad = try await CLIProcess.run([
+                "enqueue", "--app", "droid", "--fcm", #"{"data":{"n":1}}"#, "--database-url", db.urlString,
+            ])
+            #expect(bad.status == 1, "\(bad)")
+            #expect(bad.stderr.contains("fcm.data.n must be a string"), "\(bad)")
+            let none = try await CLIProcess.run(["enqueue", "--app", "droid", "--database-url", db.urlString])
+            #expect(none.status == 64, "\(none)")
+            #expect(try await db.scalar("SELECT count(*) FROM push.jobs") == 3)
+        }
+    }
+}

@@ -71,6 +71,7 @@ struct StatsCommandTests {
             let monthDeliveries = try #require((try month.json() as? [String: Any])?["deliveries"] as? [[String: Any]])
             #expect(monthDeliveries.count == 3, "\(monthDeliveries)")
             #expect(monthDeliveries.contains { $0["reason"] as? String == "BadDeviceToken" })
+            #expect(monthDeliveries.allSatisfy { $0["platform"] as? String == "ios" }, "\(monthDeliveries)")
 
             let text = try await CLIProcess.run(["stats", "--database-url", db.urlString, "--since", "24h"])
             #expect(text.status == 0, "\(text)")

@@ -6,11 +6,13 @@ import PostgresNIO
 struct AppsAddCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
-        abstract: "Register an app with a token (.p8) or certificate credential.",
+        abstract: "Register an app with an APNs credential (token or certificate), an FCM credential, or both.",
         discussion: """
             Token auth: --team-id, --key-id and --key-file (the .p8 signing key). Certificate auth:
             --certificate (a PKCS#12 or PEM file) and, if it is encrypted, --certificate-password-env naming \
-            the environment variable that holds the password on the workers.
+            the environment variable that holds the password on the workers. Android (FCM): \
+            --fcm-project-id and --fcm-service-account (the service-account JSON file), beside an APNs \
+            credential or instead of one; an Android-only app has no --topic.
 
             Only the paths and names are stored; this command never reads a key or certificate into the \
             database. The paths are the workers' paths, so they must be absolute. If a file is missing or \
@@ -20,6 +22,8 @@ struct AppsAddCommand: AsyncParsableCommand {
             Examples:
               pgpush apps add news --topic com.example.news --team-id ABCDE12345 --key-id KEY1234567 --key-file /etc/pgpush/news.p8
               pgpush apps add legacy --topic com.example.legacy --environment sandbox --certificate /etc/pgpush/legacy.p12 --certificate-password-env LEGACY_P12_PASSWORD --rate-limit 500
+              pgpush apps add news --topic com.example.news --team-id ABCDE12345 --key-id KEY1234567 --key-file /etc/pgpush/news.p8 --fcm-project-id news-7f3a --fcm-service-account /etc/pgpush/news-firebase.json
+              pgpush apps add news-android --fcm-project-id news-7f3a --fcm-service-account /etc/pgpush/news-firebase.json
 
             Exit codes: 0 added, 1 rejected by the database (e.g. the app exists) or --require-files and a \
             file is unreadable, 64 bad usage.
@@ -35,8 +39,8 @@ struct AppsAddCommand: AsyncParsableCommand {
     @Argument(help: "The app id (letters, digits, . _ : -).")
     var app: String
 
-    @Option(help: "The APNs topic, usually the bundle id.")
-    var topic: String
+    @Option(help: "The APNs topic, usually the bundle id (apps with an APNs credential).")
+    var topic: String?
 
     @Option(help: "production or sandbox.")
     var environment: Environment = .production
@@ -59,12 +63,34 @@ struct AppsAddCommand: AsyncParsableCommand {
     @Option(help: "At most this many notifications per second for the app across all workers.")
     var rateLimit: Int32?
 
-    @Flag(help: "Fail instead of warning when the key or certificate file is not readable here.")
+    @Option(help: "The Firebase project id (FCM).")
+    var fcmProjectID: String?
+
+    @Option(help: "Absolute path of the Firebase service-account JSON file on the workers (FCM).")
+    var fcmServiceAccount: String?
+
+    @Flag(help: "Fail instead of warning when a credential file is not readable here.")
     var requireFiles = false
 
     var credentialPath: String? { keyFile ?? certificate }
+    var hasAPNs: Bool { [teamID, keyID, keyFile, certificate, certificatePasswordEnv, topic].contains { $0 != nil } }
+    var hasFCM: Bool { fcmProjectID != nil || fcmServiceAccount != nil }
 
     func validate() throws {
+        guard hasAPNs || hasFCM else {
+            throw ValidationError("give an APNs credential (--topic with --team-id/--key-id/--key-file or --certificate), an FCM credential (--fcm-project-id and --fcm-service-account), or both")
+        }
+        if hasFCM {
+            guard fcmProjectID != nil, let fcmServiceAccount else {
+                throw ValidationError("give both --fcm-project-id and --fcm-service-account")
+            }
+            if !fcmServiceAccount.hasPrefix("/") {
+                throw ValidationError("the service-account path must be absolute (the workers read it): \(fcmServiceAccount)")
+            }
+        }
+        if let rateLimit, rateLimit <= 0 { throw ValidationError("--rate-limit must be positive") }
+        guard hasAPNs else { return }
+        guard topic != nil else { throw ValidationError("an APNs credential needs --topic") }
         let token = [teamID, keyID, keyFile].map { $0 != nil }
         if certificate != nil {
             guard !token.contains(true) else {
@@ -81,14 +107,13 @@ struct AppsAddCommand: AsyncParsableCommand {
         if let credentialPath, !credentialPath.hasPrefix("/") {
             throw ValidationError("the credential path must be absolute (the workers read it): \(credentialPath)")
         }
-        if let rateLimit, rateLimit <= 0 { throw ValidationError("--rate-limit must be positive") }
     }
 
     func run() async throws {
         let logger = logging.bootstrap(label: "pgpush.apps")
         let url = try database.resolve()
         try await reportingFailures {
-            if let path = credentialPath, !FileManager.default.isReadableFile(atPath: path) {
+            for path in [credentialPath, fcmServiceAccount].compactMap({ $0 }) where !FileManager.default.isReadableFile(atPath: path) {
                 let problem = "\(path) is not readable on this host"
                 if requireFiles { throw OperatorError(.failed, problem) }
                 printError("pgpush: warning: \(problem); the workers must be able to read it")
@@ -97,15 +122,19 @@ struct AppsAddCommand: AsyncParsableCommand {
                 _ = try await withOperatorConnection(url, logger: logger) { connection in
                     try await connection.run("""
                         INSERT INTO push.apps (id, topic, environment, team_id, key_id, private_key_path,
-                                               certificate_path, certificate_password_env, rate_limit)
+                                               certificate_path, certificate_password_env, rate_limit, fcm_project_id,
+                                               fcm_service_account_path)
                         VALUES (\(app), \(topic), \(environment.rawValue), \(teamID), \(keyID), \(keyFile),
-                                \(certificate), \(certificatePasswordEnv), \(rateLimit))
+                                \(certificate), \(certificatePasswordEnv), \(rateLimit), \(fcmProjectID), \(fcmServiceAccount))
                         """, logger: logger)
                 }
             } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
                 throw OperatorError(.failed, "app \(app) already exists")
             }
-            print("pgpush: added app \(app) (\(environment.rawValue), \(keyFile != nil ? "token" : "certificate") auth)")
+            var credentials: [String] = []
+            if hasAPNs { credentials.append("APNs \(environment.rawValue), \(keyFile != nil ? "token" : "certificate") auth") }
+            if let fcmProjectID { credentials.append("FCM project \(fcmProjectID)") }
+            print("pgpush: added app \(app) (\(credentials.joined(separator: "; ")))")
         }
     }
 }

@@ -8,8 +8,9 @@ struct AppsCommand: AsyncParsableCommand {
         commandName: "apps",
         abstract: "Register, list, pause and resume apps, and grant them to producer logins.",
         discussion: """
-            An app is one APNs topic with one credential. push.apps holds only where the credential is \
-            (a file path, the name of an environment variable), never the key or certificate itself.
+            An app is one APNs topic with one credential, a Firebase project with its service account, or \
+            both. push.apps holds only where a credential is (a file path, the name of an environment \
+            variable), never the key, certificate or service account itself.
 
             Examples:
               pgpush apps add news --topic com.example.news --team-id ABCDE12345 --key-id KEY1234567 --key-file /etc/pgpush/news.p8
@@ -29,9 +30,10 @@ struct AppsListCommand: AsyncParsableCommand {
         commandName: "list",
         abstract: "List apps with their credential kind, rate limit and pause state.",
         discussion: """
-            --json prints one array of objects: app_id, topic, environment, auth (token or certificate), \
-            team_id, key_id, private_key_path, certificate_path, certificate_password_env (the variable's \
-            name only), rate_limit, paused_reason, paused_at, created_at.
+            --json prints one array of objects: app_id, topic, environment, auth (token, certificate, or \
+            null without APNs), team_id, key_id, private_key_path, certificate_path, certificate_password_env \
+            (the variable's name only), fcm_project_id, fcm_service_account_path, rate_limit, paused_reason, \
+            paused_at, created_at.
 
             Examples:
               pgpush apps list
@@ -47,14 +49,14 @@ struct AppsListCommand: AsyncParsableCommand {
     var json = false
 
     struct Row {
-        var id, topic, environment: String
-        var teamID, keyID, keyPath, certificatePath, passwordEnv: String?
+        var id, environment: String
+        var topic, teamID, keyID, keyPath, certificatePath, passwordEnv, fcmProjectID, fcmServiceAccount: String?
         var rateLimit: Int32?
         var pausedReason: String?
         var pausedAt: Date?
         var createdAt: Date
 
-        var auth: String { keyPath != nil ? "token" : "certificate" }
+        var auth: String? { keyPath != nil ? "token" : certificatePath != nil ? "certificate" : nil }
     }
 
     func run() async throws {
@@ -64,22 +66,26 @@ struct AppsListCommand: AsyncParsableCommand {
             let rows = try await withOperatorConnection(url, logger: logger) { connection in
                 try await connection.run("""
                     SELECT id, topic, environment, team_id, key_id, private_key_path, certificate_path,
-                           certificate_password_env, rate_limit, paused_reason, paused_at, created_at
+                           certificate_password_env, rate_limit, paused_reason, paused_at, created_at,
+                           fcm_project_id, fcm_service_account_path
                       FROM push.apps ORDER BY id
                     """, logger: logger)
             }
             let apps = try rows.map { row in
-                let (id, topic, environment, team, key, keyPath, certificate, passwordEnv, rate, reason, pausedAt, created) =
-                    try row.decode((String, String, String, String?, String?, String?, String?, String?, Int32?, String?, Date?, Date).self)
+                let (id, topic, environment, team, key, keyPath, certificate, passwordEnv, rate, reason, pausedAt, created,
+                     fcmProject, fcmAccount) = try row.decode(
+                    (String, String?, String, String?, String?, String?, String?, String?, Int32?, String?, Date?, Date,
+                     String?, String?).self)
                 return Row(
-                    id: id, topic: topic, environment: environment, teamID: team, keyID: key, keyPath: keyPath,
-                    certificatePath: certificate, passwordEnv: passwordEnv, rateLimit: rate, pausedReason: reason,
-                    pausedAt: pausedAt, createdAt: created)
+                    id: id, environment: environment, topic: topic, teamID: team, keyID: key, keyPath: keyPath,
+                    certificatePath: certificate, passwordEnv: passwordEnv, fcmProjectID: fcmProject,
+                    fcmServiceAccount: fcmAccount, rateLimit: rate, pausedReason: reason, pausedAt: pausedAt, createdAt: created)
             }
             if json {
                 try printJSON(apps.map { app -> [String: Any] in
                     [
-                        "app_id": app.id, "topic": app.topic, "environment": app.environment, "auth": app.auth,
+                        "app_id": app.id, "topic": jsonValue(app.topic), "environment": app.environment, "auth": jsonValue(app.auth),
+                        "fcm_project_id": jsonValue(app.fcmProjectID), "fcm_service_account_path": jsonValue(app.fcmServiceAccount),
                         "team_id": jsonValue(app.teamID), "key_id": jsonValue(app.keyID),
                         "private_key_path": jsonValue(app.keyPath), "certificate_path": jsonValue(app.certificatePath),
                         "certificate_password_env": jsonValue(app.passwordEnv), "rate_limit": jsonValue(app.rateLimit.map { Int($0) }),
@@ -93,11 +99,11 @@ struct AppsListCommand: AsyncParsableCommand {
                 print("no apps: add one with `pgpush apps add`")
                 return
             }
-            var table = Table(["APP", "TOPIC", "ENV", "AUTH", "CREDENTIAL", "RATE/S", "STATE", "PAUSED SINCE"])
+            var table = Table(["APP", "TOPIC", "ENV", "AUTH", "CREDENTIAL", "FCM PROJECT", "RATE/S", "STATE", "PAUSED SINCE"])
             for app in apps {
                 let credential = app.keyPath.map { "\($0) (team \(app.teamID ?? "-"), key \(app.keyID ?? "-"))" } ?? app.certificatePath
                 table.append([
-                    app.id, app.topic, app.environment, app.auth, credential, app.rateLimit.map { String($0) },
+                    app.id, app.topic, app.environment, app.auth, credential, app.fcmProjectID, app.rateLimit.map { String($0) },
                     app.pausedReason.map { "paused: \($0)" } ?? "active", Timestamp.string(app.pausedAt),
                 ])
             }

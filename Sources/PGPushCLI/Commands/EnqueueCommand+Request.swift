@@ -5,8 +5,8 @@ import PostgresNIO
 /// The arguments of one `push.enqueue` call, from command-line options or a job file.
 struct EnqueueRequest {
     var appID: String
-    /// The payload as JSON text; the server parses and validates it.
-    var payload: String
+    /// The APNs payload as JSON text; the server parses and validates it. `nil` for an Android-only app.
+    var payload: String?
     var pushType: String?
     var apnsPriority: Int32?
     var tokens: [String]?
@@ -19,15 +19,17 @@ struct EnqueueRequest {
     var collapseID: String?
     var idempotencyKey: String?
     var priority: Int32?
+    /// The Android message (FCM's message fields without the target) as JSON text.
+    var fcm: String? = nil
 
     /// The keys a job file may contain: `push.enqueue`'s parameter names.
     static let fileKeys: Set<String> = [
         "app_id", "payload", "push_type", "apns_priority", "tokens", "user_ids", "tags", "send_at", "expires_at",
-        "collapse_id", "idempotency_key", "priority",
+        "collapse_id", "idempotency_key", "priority", "fcm",
     ]
 
-    /// Reads a job file: one JSON object whose keys are `push.enqueue`'s parameters. `payload` may be a JSON
-    /// object or a string holding one.
+    /// Reads a job file: one JSON object whose keys are `push.enqueue`'s parameters. `payload` and `fcm` may
+    /// be JSON objects or strings holding one; one of them is required.
     static func load(jobFile data: Data, name: String) throws -> EnqueueRequest {
         func fail(_ message: String) -> OperatorError { OperatorError(.failed, "\(name): \(message)") }
         guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
@@ -58,21 +60,25 @@ struct EnqueueRequest {
             return date
         }
         guard let appID = try string("app_id") else { throw fail("app_id is required") }
-        let payload: String
-        switch object["payload"] {
-        case let text as String:
-            payload = text
-        case let value? where !(value is NSNull):
-            payload = String(decoding: try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]), as: UTF8.self)
-        default:
-            throw fail("payload is required")
+        func json(_ key: String) throws -> String? {
+            switch object[key] {
+            case let text as String:
+                return text
+            case let value? where !(value is NSNull):
+                return String(decoding: try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]), as: UTF8.self)
+            default:
+                return nil
+            }
         }
+        let payload = try json("payload")
+        let fcm = try json("fcm")
+        guard payload != nil || fcm != nil else { throw fail("payload is required (or fcm, for an Android-only app)") }
         return EnqueueRequest(
             appID: appID, payload: payload, pushType: try string("push_type"), apnsPriority: try integer("apns_priority"),
             tokens: try strings("tokens"), userIDs: try strings("user_ids"), tags: try strings("tags"),
             sendAt: try date("send_at"), expiresAt: try date("expires_at"), ttlSeconds: nil,
             collapseID: try string("collapse_id"), idempotencyKey: try string("idempotency_key"),
-            priority: try integer("priority"))
+            priority: try integer("priority"), fcm: fcm)
     }
 
     /// Calls `push.enqueue` with every value bound as a parameter; NULLs take the function's defaults (the
@@ -92,7 +98,8 @@ struct EnqueueRequest {
                                        coalesce(\(sendAt)::timestamptz, now()) + make_interval(secs => \(ttlSeconds)::double precision)),
                 collapse_id => \(collapseID)::text,
                 idempotency_key => \(idempotencyKey)::text,
-                priority => \(priority)::integer)
+                priority => \(priority)::integer,
+                fcm => \(fcm)::jsonb)
             """, logger: logger).collect()
         guard let id = try rows.first?.decode(Int64.self) else {
             throw OperatorError(.failed, "push.enqueue returned no job id")

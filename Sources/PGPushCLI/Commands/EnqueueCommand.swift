@@ -9,9 +9,11 @@ struct EnqueueCommand: AsyncParsableCommand {
         abstract: "Queue a broadcast (calls push.enqueue) and print its job id.",
         discussion: """
             Give the payload as JSON (--payload), a file (--payload-file, - for stdin) or just an alert text \
-            (--alert). The audience is at most one of --token, --user or --tag (each repeatable); without one, \
+            (--alert), and for an app with FCM the Android message (--fcm or --fcm-file; derived from the \
+            payload when absent; an Android-only app needs no payload). The audience is at most one of --token, \
+            --user or --tag (each repeatable); without one, \
             every device of the app. Alternatively --file reads a JSON object with push.enqueue's parameter \
-            names (app_id, payload, push_type, tokens, user_ids, tags, send_at, expires_at, collapse_id, \
+            names (app_id, payload, fcm, push_type, tokens, user_ids, tags, send_at, expires_at, collapse_id, \
             idempotency_key, priority, apns_priority). All values are sent as bound parameters; the database \
             validates them, and its message is printed as is.
 
@@ -22,6 +24,8 @@ struct EnqueueCommand: AsyncParsableCommand {
               pgpush enqueue --app news --payload '{"aps":{"alert":"Hi"}}' --token 3f2a… --ttl 3600
               pgpush enqueue --app news --payload-file promo.json --user 42 --user 43 --send-at 2026-12-01T09:00:00Z
               pgpush enqueue --file job.json --json --wait --timeout 600
+              pgpush enqueue --app news --alert "Goal!" --fcm '{"notification":{"title":"Goal!"},"android":{"ttl":"600s"}}'
+              pgpush enqueue --app news-android --fcm '{"data":{"refresh":"scores"}}'
 
             Exit codes: 0 queued (with --wait: the job is done), 1 rejected by the database or a database \
             error (with --wait: the job failed), 2 unknown app, 3 with --wait: the job was cancelled, \
@@ -45,6 +49,12 @@ struct EnqueueCommand: AsyncParsableCommand {
 
     @Option(help: "Send {\"aps\":{\"alert\": TEXT}} as the payload.")
     var alert: String?
+
+    @Option(help: "The Android (FCM) message: notification, data and android, without the target.")
+    var fcm: String?
+
+    @Option(help: "Read the Android (FCM) message JSON from this file (- for stdin).")
+    var fcmFile: String?
 
     @Option(help: "alert, background, voip, … (default alert).")
     var pushType: String?
@@ -93,14 +103,16 @@ struct EnqueueCommand: AsyncParsableCommand {
 
     func validate() throws {
         if file != nil {
-            let conflicting = [app, payload, payloadFile, alert, pushType, sendAt, expiresAt, collapseID, idempotencyKey]
+            let conflicting = [app, payload, payloadFile, alert, pushType, sendAt, expiresAt, collapseID, idempotencyKey, fcm, fcmFile]
                 .contains { $0 != nil } || apnsPriority != nil || priority != nil || ttl != nil
                 || !tokens.isEmpty || !users.isEmpty || !tags.isEmpty
             if conflicting { throw ValidationError("--file carries the whole job: give no other job options with it") }
         } else {
             guard app != nil else { throw ValidationError("give --app (or --file)") }
-            guard [payload, payloadFile, alert].compactMap({ $0 }).count == 1 else {
-                throw ValidationError("give exactly one of --payload, --payload-file and --alert")
+            if fcm != nil, fcmFile != nil { throw ValidationError("give --fcm or --fcm-file, not both") }
+            let payloads = [payload, payloadFile, alert].compactMap({ $0 }).count
+            guard payloads == 1 || (payloads == 0 && (fcm != nil || fcmFile != nil)) else {
+                throw ValidationError("give exactly one of --payload, --payload-file and --alert (an Android-only app may give just --fcm)")
             }
         }
         if expiresAt != nil, ttl != nil { throw ValidationError("give --expires-at or --ttl, not both") }
@@ -147,20 +159,23 @@ struct EnqueueCommand: AsyncParsableCommand {
         if let file {
             return try EnqueueRequest.load(jobFile: try readInput(file), name: file)
         }
-        let payloadText: String
+        let payloadText: String?
         if let payload {
             payloadText = payload
         } else if let payloadFile {
             payloadText = String(decoding: try readInput(payloadFile), as: UTF8.self)
-        } else {
-            let data = try JSONSerialization.data(withJSONObject: ["aps": ["alert": alert ?? ""]], options: [.sortedKeys])
+        } else if let alert {
+            let data = try JSONSerialization.data(withJSONObject: ["aps": ["alert": alert]], options: [.sortedKeys])
             payloadText = String(decoding: data, as: UTF8.self)
+        } else {
+            payloadText = nil
         }
+        let fcmText = try fcm ?? fcmFile.map { String(decoding: try readInput($0), as: UTF8.self) }
         return EnqueueRequest(
             appID: app ?? "", payload: payloadText, pushType: pushType, apnsPriority: apnsPriority,
             tokens: tokens.isEmpty ? nil : tokens, userIDs: users.isEmpty ? nil : users, tags: tags.isEmpty ? nil : tags,
             sendAt: sendAt.flatMap(Timestamp.parse), expiresAt: expiresAt.flatMap(Timestamp.parse), ttlSeconds: ttl,
-            collapseID: collapseID, idempotencyKey: idempotencyKey, priority: priority)
+            collapseID: collapseID, idempotencyKey: idempotencyKey, priority: priority, fcm: fcmText)
     }
 }
 

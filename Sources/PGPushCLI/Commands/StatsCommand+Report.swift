@@ -10,6 +10,8 @@ struct StatsReport: Sendable {
         var status: Int16
         var reason: String?
         var count: Int64
+        /// ios (APNs) or android (FCM).
+        var platform: String
     }
 
     struct Backlog: Sendable {
@@ -41,14 +43,14 @@ struct StatsReport: Sendable {
     ) async throws -> StatsReport {
         var report = StatsReport()
         let deliveries = try await connection.query("""
-            SELECT day::text, app_id, status, reason, count FROM push.delivery_stats
+            SELECT day::text, app_id, status, reason, count, platform FROM push.delivery_stats
              WHERE day >= (\(since)::timestamptz AT TIME ZONE 'UTC')::date
                AND (\(app)::text IS NULL OR app_id = \(app)::text)
-             ORDER BY day DESC, app_id, count DESC, status, reason
+             ORDER BY day DESC, app_id, platform, count DESC, status, reason
             """, logger: logger).collect()
         for row in deliveries {
-            let (day, appID, status, reason, count) = try row.decode((String, String, Int16, String?, Int64).self)
-            report.deliveries.append(Outcome(day: day, appID: appID, status: status, reason: reason, count: count))
+            let (day, appID, status, reason, count, platform) = try row.decode((String, String, Int16, String?, Int64, String).self)
+            report.deliveries.append(Outcome(day: day, appID: appID, status: status, reason: reason, count: count, platform: platform))
         }
         let backlog = try await connection.query("""
             SELECT app_id, backlog_tokens, oldest_queued_at, oldest_age_seconds FROM push.queue_backlog
@@ -78,7 +80,7 @@ struct StatsReport: Sendable {
     var json: [String: Any] {
         [
             "deliveries": deliveries.map {
-                ["day": $0.day, "app_id": $0.appID, "status": Int($0.status), "reason": jsonValue($0.reason), "count": $0.count]
+                ["day": $0.day, "app_id": $0.appID, "status": Int($0.status), "reason": jsonValue($0.reason), "count": $0.count, "platform": $0.platform]
             },
             "backlog": backlog.map {
                 [
@@ -99,9 +101,9 @@ struct StatsReport: Sendable {
     }
 
     func text(since: Date) -> String {
-        var outcomes = Table(["DAY", "APP", "STATUS", "REASON", "COUNT"])
+        var outcomes = Table(["DAY", "APP", "PLATFORM", "STATUS", "REASON", "COUNT"])
         for outcome in deliveries {
-            outcomes.append([outcome.day, outcome.appID, String(outcome.status), outcome.reason, String(outcome.count)])
+            outcomes.append([outcome.day, outcome.appID, outcome.platform, String(outcome.status), outcome.reason, String(outcome.count)])
         }
         var queue = Table(["APP", "BACKLOG", "OLDEST QUEUED", "AGE"])
         for entry in backlog {

@@ -103,7 +103,7 @@ extension QueueStore {
         let job = chunk.job
         let rows = try await run("""
             SELECT d.token FROM push.devices d
-             WHERE d.app_id = \(chunk.appID)
+             WHERE d.app_id = \(chunk.appID) AND d.platform = 'ios'
                AND (\(chunk.loToken)::text IS NULL OR d.token > \(chunk.loToken))
                AND (\(chunk.hiToken)::text IS NULL OR d.token <= \(chunk.hiToken))
                AND (\(job.userIDs)::text[] IS NULL OR d.user_id = ANY (\(job.userIDs)::text[]))

@@ -18,7 +18,9 @@ extension QueueStore {
         let size = max(1, chunkSize)
         let rows = try await run("""
             WITH due AS (
-                SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids
+                SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids,
+                       EXISTS (SELECT 1 FROM push.apps a WHERE a.id = j.app_id
+                                  AND (a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL)) AS has_apns
                   FROM push.jobs j
                  WHERE j.state = 'queued' AND j.send_at <= now()
                    AND (cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size))
@@ -27,13 +29,14 @@ extension QueueStore {
                  LIMIT \(limit)
                    FOR UPDATE OF j SKIP LOCKED
             ), audience AS (
+                -- APNs devices only, of apps with an APNs credential: Android devices wait for the FCM sender.
                 SELECT due.id AS job_id, t.token
                   FROM due CROSS JOIN LATERAL unnest(due.tokens) AS t(token)
-                 WHERE due.tokens IS NOT NULL
+                 WHERE due.tokens IS NOT NULL AND push.token_platform(t.token, due.has_apns, false) = 'ios'
                 UNION ALL
                 SELECT due.id, d.token
                   FROM due JOIN push.devices d ON d.app_id = due.app_id AND d.user_id = ANY (due.user_ids)
-                 WHERE due.user_ids IS NOT NULL
+                 WHERE due.user_ids IS NOT NULL AND due.has_apns AND d.platform = 'ios'
             ), numbered AS (
                 SELECT job_id, token, ((row_number() OVER (PARTITION BY job_id ORDER BY token) - 1) / \(size))::int AS seq
                   FROM audience
@@ -73,7 +76,8 @@ extension QueueStore {
     public func expandNextDueJob(chunkSize: Int) async throws -> Expansion? {
         try await transaction { connection in
             let due = try await self.run("""
-                SELECT j.id, j.app_id, j.priority, j.tokens IS NOT NULL, j.send_at, j.user_ids, j.tags
+                SELECT j.id, j.app_id, j.priority, j.tokens IS NOT NULL, j.send_at, j.user_ids, j.tags,
+                       a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL
                   FROM push.jobs j
                   JOIN push.apps a ON a.id = j.app_id AND a.paused_reason IS NULL
                  WHERE j.state = 'queued' AND j.send_at <= now()
@@ -82,8 +86,8 @@ extension QueueStore {
                    FOR UPDATE OF j SKIP LOCKED
                 """, on: connection)
             guard let row = due.first else { return nil }
-            let (jobID, appID, priority, explicit, sendAt, userIDs, tags) =
-                try row.decode((Int64, String, Int, Bool, Date, [String]?, [String]?).self)
+            let (jobID, appID, priority, explicit, sendAt, userIDs, tags, hasAPNs) =
+                try row.decode((Int64, String, Int, Bool, Date, [String]?, [String]?, Bool).self)
             let size = max(1, chunkSize)
 
             let counts: [PostgresRow]
@@ -92,7 +96,7 @@ extension QueueStore {
                     WITH numbered AS (
                         SELECT t.token, t.ord, ((t.ord - 1) / \(size))::int AS seq
                           FROM push.jobs j, unnest(j.tokens) WITH ORDINALITY AS t(token, ord)
-                         WHERE j.id = \(jobID)
+                         WHERE j.id = \(jobID) AND push.token_platform(t.token, \(hasAPNs), false) = 'ios'
                     ), inserted AS (
                         INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at)
                         SELECT \(jobID), \(appID), \(priority), seq, 'tokens', array_agg(token ORDER BY ord), count(*)::int, \(sendAt)
@@ -110,7 +114,7 @@ extension QueueStore {
                     WITH audience AS (
                         SELECT d.token, row_number() OVER (ORDER BY d.token) AS n, count(*) OVER () AS total
                           FROM push.devices d
-                         WHERE d.app_id = \(appID)
+                         WHERE d.app_id = \(appID) AND d.platform = 'ios' AND \(hasAPNs)
                            AND (\(userIDs)::text[] IS NULL OR d.user_id = ANY (\(userIDs)::text[]))
                            AND (\(tags)::text[] IS NULL OR d.tags && \(tags)::text[])
                     ), bounds AS (

@@ -18,7 +18,7 @@ extension QueueStore {
     /// Every app row (credential locations only; secrets never live in the database).
     public func apps() async throws -> [String: AppRecord] {
         let rows = try await run("""
-            SELECT id, topic, environment, team_id, key_id, private_key_path, certificate_path, certificate_password_env,
+            SELECT id, coalesce(topic, ''), environment, team_id, key_id, private_key_path, certificate_path, certificate_password_env,
                    rate_limit, paused_reason
               FROM push.apps
             """)

@@ -21,12 +21,18 @@ enum DeviceFileFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
     }
 }
 
+/// Which provider a device is reached through, as `push.devices.platform` holds it.
+enum DevicePlatform: String, ExpressibleByArgument, CaseIterable, Sendable {
+    case ios, android
+}
+
 /// One device to import, with the line of the file it came from (for error messages).
 struct DeviceRecord: Equatable, Sendable {
     var line: Int
     var token: String
     var userID: String?
     var tags: [String]
+    var platform: DevicePlatform = .ios
 }
 
 /// A parsed device file: its records and which optional columns it has (a column the file does not have
@@ -37,7 +43,8 @@ struct DeviceFile: Sendable {
     var hasTags: Bool
 
     /// Parses the whole file, or throws naming the first bad line; nothing is partially accepted.
-    static func parse(_ text: String, format: DeviceFileFormat) throws(OperatorError) -> DeviceFile {
+    /// `platform` applies to every line, except where a csv or tsv file has a `platform` column.
+    static func parse(_ text: String, format: DeviceFileFormat, platform: DevicePlatform = .ios) throws(OperatorError) -> DeviceFile {
         let text = text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text
         switch format {
         case .lines:
@@ -45,24 +52,28 @@ struct DeviceFile: Sendable {
             for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
                 let field = raw.trimmingCharacters(in: .whitespacesAndNewlines)
                 if field.isEmpty || field.hasPrefix("#") { continue }
-                records.append(DeviceRecord(line: index + 1, token: try token(field, line: index + 1), userID: nil, tags: []))
+                records.append(DeviceRecord(
+                    line: index + 1, token: try token(field, platform: platform, line: index + 1), userID: nil, tags: [],
+                    platform: platform))
             }
             return DeviceFile(records: records, hasUserIDs: false, hasTags: false)
         case .csv:
-            return try table(try CSVReader.records(text), format: format)
+            return try table(try CSVReader.records(text), format: format, platform: platform)
         case .tsv:
             let rows = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated().map { index, line in
                 (line: index + 1, fields: line.split(separator: "\t", omittingEmptySubsequences: false).map {
                     String($0).trimmingCharacters(in: CharacterSet(charactersIn: "\r"))
                 })
             }
-            return try table(rows, format: format)
+            return try table(rows, format: format, platform: platform)
         }
     }
 
-    static let columns = ["token", "user_id", "tags"]
+    static let columns = ["token", "user_id", "tags", "platform"]
 
-    private static func table(_ rows: [(line: Int, fields: [String])], format: DeviceFileFormat) throws(OperatorError) -> DeviceFile {
+    private static func table(
+        _ rows: [(line: Int, fields: [String])], format: DeviceFileFormat, platform defaultPlatform: DevicePlatform
+    ) throws(OperatorError) -> DeviceFile {
         let rows = rows.filter { !($0.fields.count == 1 && $0.fields[0].trimmingCharacters(in: .whitespaces).isEmpty) }
         guard let header = rows.first else { return DeviceFile(records: [], hasUserIDs: false, hasTags: false) }
         let names = header.fields.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
@@ -73,30 +84,64 @@ struct DeviceFile: Sendable {
         }
         let userColumn = names.firstIndex(of: "user_id")
         let tagColumn = names.firstIndex(of: "tags")
+        let platformColumn = names.firstIndex(of: "platform")
         var records: [DeviceRecord] = []
         for row in rows.dropFirst() {
             guard row.fields.count == names.count else {
                 throw OperatorError(.failed, "line \(row.line): \(row.fields.count) fields, the header has \(names.count); nothing was imported")
             }
             let user = userColumn.map { row.fields[$0].trimmingCharacters(in: .whitespaces) }
+            var platform = defaultPlatform
+            if let platformColumn {
+                let field = row.fields[platformColumn].trimmingCharacters(in: .whitespaces).lowercased()
+                if !field.isEmpty {
+                    guard let given = DevicePlatform(rawValue: field) else {
+                        throw OperatorError(.failed, "line \(row.line): platform '\(field.prefix(16))' is not ios or android; nothing was imported")
+                    }
+                    platform = given
+                }
+            }
             records.append(DeviceRecord(
                 line: row.line,
-                token: try token(row.fields[tokenColumn], line: row.line),
+                token: try token(row.fields[tokenColumn], platform: platform, line: row.line),
                 userID: user?.isEmpty == false ? user : nil,
-                tags: tagColumn.map { tags(row.fields[$0]) } ?? []))
+                tags: tagColumn.map { tags(row.fields[$0]) } ?? [],
+                platform: platform))
         }
         return DeviceFile(records: records, hasUserIDs: userColumn != nil, hasTags: tagColumn != nil)
     }
 
-    /// Lowercases and checks a token: 64 to 200 hex characters, as push.devices requires.
-    static func token(_ raw: String, line: Int) throws(OperatorError) -> String {
-        let token = raw.trimmingCharacters(in: .whitespaces).lowercased()
-        let isHex = token.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
-        guard isHex, (64...200).contains(token.utf8.count) else {
+    /// Checks a token as push.devices requires: an APNs token is lower-cased and 64 to 200 hex characters;
+    /// an FCM registration token is case-sensitive, 16 to 1024 of A-Z, a-z, 0-9, '_', '-' and ':'.
+    static func token(_ raw: String, platform: DevicePlatform = .ios, line: Int) throws(OperatorError) -> String {
+        let trimmed = raw.trimmingCharacters(in: .whitespaces)
+        let token = platform == .ios ? trimmed.lowercased() : trimmed
+        let valid: Bool
+        let rule: String
+        switch platform {
+        case .ios:
+            valid = (64...200).contains(token.utf8.count)
+                && token.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+            rule = "a token is 64 to 200 hex characters"
+        case .android:
+            valid = (16...1024).contains(token.utf8.count) && token.utf8.allSatisfy(Self.isFCMTokenByte)
+            rule = "an FCM registration token is 16 to 1024 of A-Z, a-z, 0-9, '_', '-' and ':'"
+        }
+        guard valid else {
             let shown = token.isEmpty ? "(empty)" : "'\(token.prefix(8))\(token.count > 8 ? "…" : "")'"
-            throw OperatorError(.failed, "line \(line): invalid device token \(shown): a token is 64 to 200 hex characters; nothing was imported")
+            throw OperatorError(.failed, "line \(line): invalid device token \(shown): \(rule); nothing was imported")
         }
         return token
+    }
+
+    private static func isFCMTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+             UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: ":"):
+            true
+        default:
+            false
+        }
     }
 
     /// Tags separated by `|` or `;`, trimmed, empty ones dropped, duplicates removed (first kept).
