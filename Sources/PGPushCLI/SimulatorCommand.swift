@@ -1,14 +1,16 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PGPushCore
 import PGPushSimulator
 import ServiceLifecycle
 
-/// `pgpush simulator`: APNs on loopback, for demos, benchmarks and clients in other processes.
+/// `pgpush simulator`: APNs (and, with `--fcm-service-account`, FCM) on loopback, for demos, benchmarks and
+/// clients in other processes.
 struct SimulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulator",
-        abstract: "Run an APNs simulator (HTTP/2 over TLS) with fault injection and a ledger.",
+        abstract: "Run an APNs simulator, and optionally an FCM one (HTTP/2 over TLS), with fault injection and a ledger.",
         discussion: """
             Behaves like APNs: request validation with APNs' reasons, provider-token checks, one stream until the
             first success and then 1000, and the device-token prefix rules dead… (410 Unregistered), bad0…
@@ -21,6 +23,16 @@ struct SimulatorCommand: AsyncParsableCommand {
 
             Prints the port and CA path on start and the ledger summary on exit (SIGINT/SIGTERM or --duration).
             Clients that reach it by another name (a compose service, say) need --certificate-hostname NAME.
+
+            FCM (HTTP v1) runs as well when --fcm-service-account or --fcm-port is given, on its own port (default
+            2198) with the same CA. One server answers the OAuth token endpoint (POST /token) and
+            POST /v1/projects/{project_id}/messages:send; give each trusted service account a token_uri of
+            https://127.0.0.1:PORT/token (or another host name on the certificate). Registration-token prefix rules:
+            dead… (404 UNREGISTERED), mismatch… (403 SENDER_ID_MISMATCH), invalid… (400 INVALID_ARGUMENT,
+            field message.token), thirdparty… (401 THIRD_PARTY_AUTH_ERROR); --fcm-mismatched-project P makes every
+            token sent through project P a SENDER_ID_MISMATCH. --seed and --latency-ms apply to FCM too.
+
+              pgpush simulator --token-key T:K:key.p8 --fcm-service-account sa.json --fcm-quota-exceeded-rate 0.01
             """)
 
     @OptionGroup var logging: LoggingOptions
@@ -56,16 +68,63 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Option(help: "Append every accepted notification as a JSON line to this file.") var ledgerFile: String?
     @Option(help: "Stop by itself after this many seconds.") var duration: Double?
 
+    @Option(help: ArgumentHelp("A service-account JSON file whose key and project the FCM simulator trusts (repeatable; enables FCM).",
+                               valueName: "path"))
+    var fcmServiceAccount: [String] = []
+    @Option(help: "Port of the FCM simulator (enables FCM; default 2198 when FCM runs, 0 picks a free one).")
+    var fcmPort: Int?
+    @Option(help: ArgumentHelp("The exact aud FCM assertions must carry (default: any https URL of /token on a host name of the certificate).",
+                               valueName: "uri"))
+    var fcmTokenAudience: String?
+    @Option(help: "Lifetime of FCM access tokens, in seconds.") var fcmAccessTokenLifetime: Int = 3600
+    @Option(help: "SETTINGS_MAX_CONCURRENT_STREAMS of FCM connections.") var fcmStreamLimit: Int = 100
+    @Option(help: "Fraction of FCM sends answered 429 QUOTA_EXCEEDED.") var fcmQuotaExceededRate: Double = 0
+    @Option(help: "Retry-After (seconds) of those 429s.") var fcmRetryAfter: Int = 1
+    @Option(help: "Fraction of FCM sends answered 503 UNAVAILABLE.") var fcmUnavailableRate: Double = 0
+    @Option(help: "Retry-After (seconds) of those 503s (default: none).") var fcmUnavailableRetryAfter: Int?
+    @Option(help: "Fraction of FCM sends answered 500 INTERNAL.") var fcmInternalErrorRate: Double = 0
+    @Option(help: "FCM: send GOAWAY when the server's request count reaches a multiple of N.") var fcmGoawayEvery: Int?
+    @Option(help: "FCM: close a connection abruptly when the server's request count reaches a multiple of N.")
+    var fcmResetEvery: Int?
+    @Option(help: ArgumentHelp("FCM project whose every token is SENDER_ID_MISMATCH (repeatable).", valueName: "project-id"))
+    var fcmMismatchedProject: [String] = []
+    @Option(help: "Append every accepted FCM message as a JSON line to this file.") var fcmLedgerFile: String?
+
+    /// Whether the FCM simulator runs.
+    private var fcmEnabled: Bool { !fcmServiceAccount.isEmpty || fcmPort != nil }
+
     func run() async throws {
         let logger = logging.bootstrap(label: "pgpush.simulator")
         let configuration = try makeConfiguration()
+        let fcmConfiguration = fcmEnabled ? try makeFCMConfiguration() : nil
         let simulator = APNsSimulator(configuration: configuration, logger: logger)
         let boundPort = try await simulator.start()
         // Written unbuffered: scripts wait for these lines to learn the port.
         Self.say("pgpush simulator: listening on \(host):\(boundPort)")
         Self.say("pgpush simulator: CA certificate \(simulator.caCertificatePath)")
 
+        var fcm: FCMSimulator?
+        if let fcmConfiguration {
+            let fcmSimulator = FCMSimulator(configuration: fcmConfiguration, logger: logger)
+            let fcmPort: Int
+            do {
+                fcmPort = try await fcmSimulator.start()
+            } catch {
+                await simulator.shutdown()
+                throw error
+            }
+            fcm = fcmSimulator
+            // Not "listening on", which scripts take for the APNs port.
+            Self.say("pgpush simulator: FCM listening at \(host):\(fcmPort), token URI \(fcmSimulator.tokenURI ?? "")")
+            for account in fcmConfiguration.serviceAccounts {
+                Self.say("pgpush simulator: FCM trusts \(account.clientEmail) for project \(account.projectID)")
+            }
+            for warning in tokenURIWarnings(port: fcmPort) { Self.say("pgpush simulator: FCM warning: \(warning)") }
+            Self.say("pgpush simulator: \(FCMSimulator.differencesFromFCM)")
+        }
+
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: simulator)]
+        if let fcm { services.append(.init(service: fcm)) }
         if let duration {
             services.append(.init(service: SimulatorDeadline(seconds: duration),
                                   successTerminationBehavior: .gracefullyShutdownGroup))
@@ -75,7 +134,9 @@ struct SimulatorCommand: AsyncParsableCommand {
         groupConfiguration.maximumGracefulShutdownDuration = .seconds(10)
         try await ServiceGroup(configuration: groupConfiguration).run()
         await simulator.shutdown()
+        await fcm?.shutdown()
         Self.say("pgpush simulator: \(simulator.summary)")
+        if let fcm { Self.say("pgpush simulator: FCM \(fcm.summary)") }
     }
 
     private static func say(_ line: String) {
@@ -109,6 +170,71 @@ struct SimulatorCommand: AsyncParsableCommand {
         configuration.faults.resetEveryStreams = resetEvery
         if let latencyMs { configuration.faults.latency = try Self.parseLatency(latencyMs) }
         return configuration
+    }
+
+    /// The trusted accounts and everything else FCM; shares --host, --cert-dir, --seed and --latency-ms.
+    private func makeFCMConfiguration() throws -> FCMSimulatorConfiguration {
+        var configuration = FCMSimulatorConfiguration()
+        configuration.host = host
+        configuration.port = fcmPort ?? 2198
+        configuration.certificateDirectory = certDir
+        // The APNs simulator, started first, already regenerated them if asked; the two share one CA.
+        configuration.regenerateCertificates = false
+        configuration.certificateHostnames = certificateHostname
+        configuration.serviceAccounts = try fcmServiceAccount.map { FCMSimulatorServiceAccount(try Self.loadServiceAccount($0)) }
+        configuration.tokenAudience = fcmTokenAudience
+        guard fcmAccessTokenLifetime > 0 else { throw ValidationError("--fcm-access-token-lifetime must be positive") }
+        configuration.accessTokenLifetime = .seconds(fcmAccessTokenLifetime)
+        guard fcmStreamLimit >= 0 else { throw ValidationError("--fcm-stream-limit must not be negative") }
+        configuration.maxConcurrentStreams = fcmStreamLimit
+        configuration.registry.mismatchedProjects = Set(fcmMismatchedProject)
+        configuration.ledgerFile = fcmLedgerFile
+        for (name, rate) in [("--fcm-quota-exceeded-rate", fcmQuotaExceededRate), ("--fcm-unavailable-rate", fcmUnavailableRate),
+                             ("--fcm-internal-error-rate", fcmInternalErrorRate)] where !(0...1).contains(rate) {
+            throw ValidationError("\(name) must be between 0 and 1")
+        }
+        guard fcmRetryAfter >= 0, (fcmUnavailableRetryAfter ?? 0) >= 0 else {
+            throw ValidationError("--fcm-retry-after and --fcm-unavailable-retry-after must not be negative")
+        }
+        configuration.faults.seed = seed
+        configuration.faults.quotaExceededRate = fcmQuotaExceededRate
+        configuration.faults.quotaExceededRetryAfterSeconds = fcmRetryAfter
+        configuration.faults.unavailableRate = fcmUnavailableRate
+        configuration.faults.unavailableRetryAfterSeconds = fcmUnavailableRetryAfter
+        configuration.faults.internalErrorRate = fcmInternalErrorRate
+        configuration.faults.goAwayEveryStreams = fcmGoawayEvery
+        configuration.faults.resetEveryStreams = fcmResetEvery
+        if let latencyMs { configuration.faults.latency = try Self.parseLatency(latencyMs) }
+        return configuration
+    }
+
+    static func loadServiceAccount(_ path: String) throws -> FCMServiceAccount {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ValidationError("cannot read service-account file \(path)")
+        }
+        do {
+            return try FCMServiceAccount(json: data)
+        } catch {
+            throw ValidationError("\(path): \(error.message)")
+        }
+    }
+
+    /// Accounts whose token_uri would send their assertions somewhere other than this simulator.
+    private func tokenURIWarnings(port: Int) -> [String] {
+        let hosts = Set(["localhost", "127.0.0.1", host.lowercased()] + certificateHostname.map { $0.lowercased() })
+        return fcmServiceAccount.compactMap { path in
+            guard let account = try? Self.loadServiceAccount(path) else { return nil }
+            let url = account.tokenURI
+            if let audience = fcmTokenAudience, url.absoluteString != audience {
+                return "\(account.clientEmail)'s token_uri is not --fcm-token-audience"
+            }
+            guard url.scheme == "https", hosts.contains(url.host?.lowercased() ?? ""), url.path == "/token",
+                  url.port == port
+            else {
+                return "\(account.clientEmail)'s token_uri \(url.absoluteString) is not this simulator's https://…:\(port)/token"
+            }
+            return nil
+        }
     }
 
     static func parseTokenKey(_ text: String) throws -> SimulatorTokenKey {

@@ -38,6 +38,21 @@ public struct SimulatorFaults: Sendable {
 
     /// Whether per-token attempt counting is needed at all; keeps the fault-free path lock-free.
     var needsAttemptCounting: Bool { serverErrorRate > 0 || tooManyRequestsTokenFraction > 0 }
+
+    /// The faults the shared transport carries out.
+    var connectionFaults: SimulatorConnectionFaults {
+        SimulatorConnectionFaults(goAwayEveryStreams: goAwayEveryStreams, goAwayMode: goAwayMode,
+                                  goAwayDebugData: goAwayDebugData, resetEveryStreams: resetEveryStreams)
+    }
+}
+
+/// Connection-level faults, the same for every protocol a simulator speaks: GOAWAY or an abrupt close when
+/// the server's request count reaches a multiple of N.
+struct SimulatorConnectionFaults: Sendable, Hashable {
+    var goAwayEveryStreams: Int?
+    var goAwayMode: SimulatorFaults.GoAwayMode
+    var goAwayDebugData: String
+    var resetEveryStreams: Int?
 }
 
 /// SplitMix64: a tiny, well-mixed deterministic hash for fault decisions.

@@ -4,19 +4,25 @@ import NIOSSL
 import NIOTLS
 
 /// Waits for the TLS handshake, then builds the HTTP/2 pipeline. Only then is it known whether the client
-/// presented a certificate, which decides the first SETTINGS_MAX_CONCURRENT_STREAMS.
-final class ConnectionSetupHandler: ChannelInboundHandler, RemovableChannelHandler {
+/// presented a certificate, which decides (for APNs) the first SETTINGS_MAX_CONCURRENT_STREAMS.
+///
+/// Shared by every simulator: `makeHandler` builds the protocol half of the connection (APNs, FCM) around a
+/// transport it creates.
+final class ConnectionSetupHandler<Handler: SimulatorRequestHandler>: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
+    /// Builds the connection's handler from its TCP channel, the abrupt closer, and whether the client
+    /// presented a (verified) TLS certificate.
+    typealias MakeHandler = (_ channel: Channel, _ abruptCloser: AbruptCloseHandler, _ clientCertificatePresented: Bool) -> Handler
 
-    private let server: SimulatorServerContext
     private let abruptCloser: AbruptCloseHandler
+    private let makeHandler: MakeHandler
     /// Decrypted bytes that arrived before the handshake event (TLS 1.3 clients send their preface with
     /// their Finished); replayed into the HTTP/2 handler once it exists.
     private var earlyReads: [NIOAny] = []
 
-    init(server: SimulatorServerContext, abruptCloser: AbruptCloseHandler) {
-        self.server = server
+    init(abruptCloser: AbruptCloseHandler, makeHandler: @escaping MakeHandler) {
         self.abruptCloser = abruptCloser
+        self.makeHandler = makeHandler
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -48,29 +54,26 @@ final class ConnectionSetupHandler: ChannelInboundHandler, RemovableChannelHandl
     private func configureHTTP2(context: ChannelHandlerContext) throws {
         let pipeline = context.pipeline.syncOperations
         let peerCertificate = try? pipeline.nioSSL_peerCertificate()
-        let certificateTopics: [String]? = peerCertificate == nil ? nil : server.configuration.certificateTopics
-        let number = server.connectionCounter.wrappingAdd(1, ordering: .relaxed).newValue
-        let connection = SimulatorConnection(
-            server: server, channel: context.channel, abruptCloser: abruptCloser,
-            certificateTopics: certificateTopics, number: number)
-        server.statistics.update { $0.connectionsAccepted += 1 }
+        let handler = makeHandler(context.channel, abruptCloser, peerCertificate != nil)
+        let transport = handler.transport
+        transport.statistics.record(.connectionAccepted)
 
         var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
         connectionConfiguration.initialSettings = [
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: SimulatorConnection.internalStreamLimit),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: SimulatorTransport.internalStreamLimit),
             HTTP2Setting(parameter: .maxHeaderListSize, value: 8000),
         ]
-        try pipeline.addHandler(AdvertisedStreamLimitRewriter(connection: connection))
+        try pipeline.addHandler(AdvertisedStreamLimitRewriter(transport: transport))
         _ = try pipeline.configureHTTP2Pipeline(
             mode: .server,
             connectionConfiguration: connectionConfiguration,
             streamConfiguration: .init()
         ) { streamChannel in
             streamChannel.eventLoop.makeCompletedFuture {
-                try streamChannel.pipeline.syncOperations.addHandler(SimulatorStreamHandler(connection: connection))
+                try streamChannel.pipeline.syncOperations.addHandler(SimulatorStreamHandler(handler: handler))
             }
         }
-        try pipeline.addHandler(ConnectionErrorHandler(connection: connection))
+        try pipeline.addHandler(ConnectionErrorHandler(transport: transport))
         let early = earlyReads
         earlyReads = []
         for data in early { context.fireChannelRead(data) }

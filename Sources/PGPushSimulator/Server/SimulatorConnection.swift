@@ -19,129 +19,51 @@ struct SimulatorResponse: Sendable {
     var malformationSeed: UInt64 = 0
 }
 
-/// What a stream handler does with a complete request.
-enum SimulatorStreamAction {
-    case respond(SimulatorResponse, delay: TimeAmount?)
-    /// The connection is being dropped by a fault: leave the stream unanswered.
-    case leaveUnanswered
-}
-
-/// One client connection: its advertised stream limit, authentication, and fault counters.
+/// One APNs client connection: provider-token authentication, the limit raise after the first success,
+/// APNs' validation and faults, on top of the shared ``SimulatorTransport``.
 ///
 /// Confined to the connection's event loop (the TCP channel and all its stream channels share it), which is
 /// why it is `@unchecked Sendable`: the stream initializer closure must be `Sendable` to capture it.
-final class SimulatorConnection: @unchecked Sendable {
+final class SimulatorConnection: SimulatorRequestHandler, @unchecked Sendable {
+    typealias Response = SimulatorResponse
+
     let server: SimulatorServerContext
-    let channel: Channel
-    let abruptCloser: AbruptCloseHandler
+    let transport: SimulatorTransport
     /// `nil` on a token-auth connection; the topics the client certificate may push to otherwise (empty = any).
     let certificateTopics: [String]?
-    let number: Int
 
-    private(set) var advertisedLimit: Int
     private var authenticated: Bool
-    private var limitIsBinding = false
-    private var openStreams = 0
-    private var maximumOpenStreams = 0
-    private var requestsReceived = 0
-    private var highestStreamID = 0
-    private var unansweredStreamIDs = Set<Int>()
     private var boundKeyID: String?
     private var lastProviderToken: String?
     private var lastProviderTokenIssuedAt: Int64 = 0
-    private var draining = false
-    private(set) var dropped = false
-    private var latencyState: UInt64
 
     init(server: SimulatorServerContext, channel: Channel, abruptCloser: AbruptCloseHandler,
          certificateTopics: [String]?, number: Int) {
         self.server = server
-        self.channel = channel
-        self.abruptCloser = abruptCloser
         self.certificateTopics = certificateTopics
-        self.number = number
         let configuration = server.configuration
         self.authenticated = certificateTopics != nil
-        self.advertisedLimit = certificateTopics != nil ? configuration.streamsAfterAuth : configuration.streamsBeforeAuth
-        self.latencyState = FaultHash.mix(configuration.faults.seed ^ UInt64(number))
-    }
-
-    // MARK: Streams
-
-    /// The client acknowledged the simulator's first SETTINGS: from now on the advertised limit is binding.
-    func settingsAcknowledged() {
-        limitIsBinding = true
-    }
-
-    /// A stream opened; returns `false` when it exceeds the advertised limit and must be refused.
-    ///
-    /// Until the client has acknowledged the first SETTINGS it may not have seen the limit, and RFC 9113 lets
-    /// it assume 100 streams meanwhile (NIO and nghttp2 do). Such early streams are accepted and counted in
-    /// ``SimulatorStatistics/streamsBeyondLimitBeforeSettingsAcknowledged``; later ones are refused.
-    func streamOpened(id: Int) -> Bool {
-        if openStreams >= advertisedLimit {
-            if limitIsBinding || openStreams >= Self.limitAssumedBeforeSettings {
-                server.statistics.update { $0.streamLimitViolations += 1 }
-                return false
-            }
-            server.statistics.update { $0.streamsBeyondLimitBeforeSettingsAcknowledged += 1 }
-        }
-        openStreams += 1
-        unansweredStreamIDs.insert(id)
-        highestStreamID = max(highestStreamID, id)
-        if openStreams > maximumOpenStreams {
-            maximumOpenStreams = openStreams
-            let observed = openStreams
-            server.statistics.update {
-                $0.maximumConcurrentStreamsObserved = max($0.maximumConcurrentStreamsObserved, observed)
-            }
-        }
-        return true
-    }
-
-    /// An accepted stream closed.
-    func streamClosed(id: Int) {
-        openStreams -= 1
-        unansweredStreamIDs.remove(id)
-        if draining && openStreams == 0 {
-            // The stream closes while its last frames are still being written: close only after flushing them.
-            let channel = self.channel
-            channel.eventLoop.assumeIsolated().execute {
-                channel.flush()
-                channel.close(promise: nil)
-            }
-        }
-    }
-
-    func connectionClosed() {
-        dropped = true
+        self.transport = SimulatorTransport(
+            channel: channel, abruptCloser: abruptCloser, statistics: server.statistics, number: number,
+            advertisedLimit: certificateTopics != nil ? configuration.streamsAfterAuth : configuration.streamsBeforeAuth,
+            latencySeed: configuration.faults.seed)
     }
 
     // MARK: Requests
 
     /// Decides the answer to a complete request, and carries out connection-level faults.
-    func handleRequest(streamID: Int, headers: HPACKHeaders, body: ByteBuffer) -> SimulatorStreamAction {
+    func handleRequest(streamID: Int, headers: HPACKHeaders, body: ByteBuffer) -> SimulatorStreamAction<SimulatorResponse> {
         let dynamic = server.snapshot
         let faults = dynamic.faults
-        requestsReceived += 1
-        let requestNumber = server.nextRequestNumber()
-
-        if let every = faults.resetEveryStreams, every > 0, requestNumber % every == 0 {
-            dropConnection()
-            server.statistics.update { $0.requestsTotal += 1; $0.resets += 1 }
-            return .leaveUnanswered
-        }
-        if let every = faults.goAwayEveryStreams, every > 0, requestNumber % every == 0, faults.goAwayMode == .abortInFlight {
-            abortWithGoAway(debugData: faults.goAwayDebugData)
-            server.statistics.update { $0.requestsTotal += 1 }
-            return .leaveUnanswered
-        }
+        let requestNumber = server.counters.nextRequestNumber()
+        let connectionFault = transport.connectionFault(requestNumber: requestNumber, faults: faults.connectionFaults)
+        if case .leaveUnanswered = connectionFault { return .leaveUnanswered }
 
         let now = server.configuration.now()
         var response = decide(headers: headers, body: body, dynamic: dynamic, now: now)
         if response.status == 200 && !authenticated {
             authenticated = true
-            raiseStreamLimit()
+            transport.advertise(limit: server.configuration.streamsAfterAuth, flush: false)
         }
         if faults.malformedAnswerRate > 0 {
             let hash = FaultHash.hash(response.apnsID, seed: faults.seed, salt: 0xBAD0 &+ UInt64(requestNumber))
@@ -161,17 +83,8 @@ final class SimulatorConnection: @unchecked Sendable {
             response.ledgerEntry = nil
         }
 
-        if let every = faults.goAwayEveryStreams, every > 0, requestNumber % every == 0, faults.goAwayMode == .noError {
-            gracefulGoAway()
-        }
-        return .respond(response, delay: latency(faults.latency))
-    }
-
-    /// Called by the stream handler once the response is written.
-    func responseWritten(_ response: SimulatorResponse, streamID: Int) {
-        unansweredStreamIDs.remove(streamID)
-        server.statistics.recordResponse(status: response.status, reason: response.reason)
-        if let entry = response.ledgerEntry { server.ledger.record(entry) }
+        if case .goAwayAfterAnswer = connectionFault { transport.gracefulGoAway() }
+        return .respond(response, delay: transport.latency(faults.latency))
     }
 
     private func decide(headers: HPACKHeaders, body: ByteBuffer, dynamic: SimulatorServerContext.Dynamic,
@@ -205,7 +118,7 @@ final class SimulatorConnection: @unchecked Sendable {
 
         let faults = dynamic.faults
         if faults.needsAttemptCounting {
-            let attempt = server.nextAttempt(forToken: request.token)
+            let attempt = server.counters.nextAttempt(forToken: request.token)
             if faults.tooManyRequestsTokenFraction > 0, attempt <= faults.tooManyRequestsFirstAttempts,
                FaultHash.unit(FaultHash.hash(request.token, seed: faults.seed, salt: 429)) < faults.tooManyRequestsTokenFraction {
                 return reject(.init(status: 429, reason: "TooManyRequests"), apnsID: apnsID)
@@ -254,59 +167,94 @@ final class SimulatorConnection: @unchecked Sendable {
                           apnsID: apnsID ?? UUID().apnsIDString)
     }
 
-    // MARK: Connection-level effects
+    // MARK: Writing answers
 
-    private func raiseStreamLimit() {
-        advertisedLimit = server.configuration.streamsAfterAuth
-        // The value written here is NIO's internal limit; AdvertisedStreamLimitRewriter substitutes advertisedLimit.
-        let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: SimulatorConnection.internalStreamLimit),
-        ])))
-        channel.write(settings, promise: nil)
+    /// Writes the answer in APNs' shape (or a malformed one) and records it.
+    func write(_ response: SimulatorResponse, streamID: Int, context: ChannelHandlerContext) {
+        if let malformation = response.malformation {
+            writeMalformed(malformation, response, streamID: streamID, context: context)
+        } else {
+            writeAPNsAnswer(response, context: context)
+        }
+        server.statistics.recordResponse(status: response.status, reason: response.reason)
+        if let entry = response.ledgerEntry { server.ledger.record(entry) }
     }
 
-    private func gracefulGoAway() {
-        guard !draining else { return }
-        draining = true
-        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(
-            lastStreamID: HTTP2StreamID(highestStreamID), errorCode: .noError, opaqueData: nil))
-        channel.write(frame, promise: nil)
-        server.statistics.update { $0.goAwaysSent += 1 }
-    }
+    private func wrapOutboundOut(_ payload: HTTP2Frame.FramePayload) -> NIOAny { NIOAny(payload) }
 
-    private func abortWithGoAway(debugData: String) {
-        guard !dropped else { return }
-        let lowestInFlight = unansweredStreamIDs.min() ?? highestStreamID
-        let lastProcessed = max(0, lowestInFlight - 2)
-        dropped = true
-        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(
-            lastStreamID: HTTP2StreamID(lastProcessed), errorCode: .noError,
-            opaqueData: channel.allocator.buffer(string: debugData)))
-        server.statistics.update { $0.goAwaysSent += 1 }
-        let closer = abruptCloser
-        channel.writeAndFlush(frame).assumeIsolated().whenComplete { _ in closer.closeAbruptly() }
-    }
-
-    private func dropConnection() {
-        dropped = true
-        abruptCloser.closeAbruptly()
-    }
-
-    private func latency(_ latency: SimulatorLatency) -> TimeAmount? {
-        switch latency {
-        case .none: return nil
-        case .fixed(let duration): return .nanoseconds(Int64(duration.timeInterval * 1e9))
-        case .uniform(let low, let high):
-            latencyState = FaultHash.mix(latencyState)
-            let fraction = FaultHash.unit(latencyState)
-            let seconds = low.timeInterval + (high.timeInterval - low.timeInterval) * fraction
-            return .nanoseconds(Int64(seconds * 1e9))
+    private func writeAPNsAnswer(_ response: SimulatorResponse, context: ChannelHandlerContext) {
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(3)
+        headers.add(name: ":status", value: Self.statusText(response.status))
+        // Unique per response: indexing it would only churn both ends' HPACK tables.
+        headers.add(name: "apns-id", value: response.apnsID, indexing: .nonIndexable)
+        if let reason = response.reason {
+            headers.add(name: "content-type", value: "application/json")
+            context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)
+            var json = #"{"reason":"\#(reason)""#
+            if let timestamp = response.timestampMilliseconds { json += #","timestamp":\#(timestamp)"# }
+            json += "}"
+            let buffer = context.channel.allocator.buffer(string: json)
+            context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
+        } else {
+            context.write(wrapOutboundOut(.headers(.init(headers: headers, endStream: true))), promise: nil)
         }
     }
 
-    /// What RFC 9113 lets a client assume before it has read the server's SETTINGS.
-    static let limitAssumedBeforeSettings = 100
+    private func writeMalformed(_ malformation: MalformedAnswer, _ response: SimulatorResponse, streamID: Int,
+                                context: ChannelHandlerContext) {
+        let variant = Int(response.malformationSeed % 5)
+        func headers(_ status: String, _ extra: [(String, String)] = []) -> HPACKHeaders {
+            var headers = HPACKHeaders([(":status", status), ("apns-id", response.apnsID)])
+            for (name, value) in extra { headers.add(name: name, value: value, indexing: .neverIndexed) }
+            return headers
+        }
+        func data(_ text: String, endStream: Bool) {
+            let buffer = context.channel.allocator.buffer(string: text)
+            context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: endStream))), promise: nil)
+        }
+        switch malformation {
+        case .unknownStatus:
+            let status = ["299", "418", "451", "520", "999"][variant]
+            context.write(wrapOutboundOut(.headers(.init(headers: headers(status, [("content-type", "application/json")])))), promise: nil)
+            data(#"{"reason":"Teapot"}"#, endStream: true)
+        case .badReasonBody:
+            let body = ["{not json", #"{"reason":42}"#, "", #"{"reason":"\#(String(repeating: "x", count: 65_536))"}"#, "[1,2"][variant]
+            context.write(wrapOutboundOut(.headers(.init(headers: headers("400", [("content-type", "application/json")])))), promise: nil)
+            data(body, endStream: true)
+        case .hugeHeader:
+            context.write(wrapOutboundOut(.headers(.init(
+                headers: headers("200", [("x-padding", String(repeating: "p", count: 20_000))]), endStream: true))), promise: nil)
+        case .trailers:
+            context.write(wrapOutboundOut(.headers(.init(headers: headers("400", [("content-type", "application/json")])))), promise: nil)
+            data(#"{"reason":"BadDeviceToken"}"#, endStream: false)
+            context.write(wrapOutboundOut(.headers(.init(headers: HPACKHeaders([("x-trailer", "1")]), endStream: true))), promise: nil)
+        case .dataAfterEndStream:
+            context.write(wrapOutboundOut(.headers(.init(headers: headers("200"), endStream: true))), promise: nil)
+            context.flush()
+            // Below the HTTP/2 handler, which would refuse a frame on a closed stream: raw bytes of a DATA frame.
+            guard let parent = context.channel.parent,
+                  let below = try? parent.pipeline.syncOperations.context(handlerType: NIOHTTP2Handler.self)
+            else { return }
+            var frame = context.channel.allocator.buffer(capacity: 16)
+            let payload: [UInt8] = Array("late".utf8)
+            frame.writeBytes([UInt8(0), UInt8(0), UInt8(payload.count)])  // 24-bit length
+            frame.writeInteger(UInt8(0x0))  // type DATA
+            frame.writeInteger(UInt8(0x1))  // flags END_STREAM
+            frame.writeInteger(UInt32(streamID) & 0x7FFF_FFFF)
+            frame.writeBytes(payload)
+            below.write(NIOAny(frame), promise: nil)
+            below.flush()
+        }
+    }
 
-    /// NIO's own concurrent-stream limit: high, so that the simulator, not NIO, decides what to refuse.
-    static let internalStreamLimit = 1 << 20
+    private static func statusText(_ status: Int) -> String {
+        switch status {
+        case 200: "200"
+        case 400: "400"
+        case 403: "403"
+        case 410: "410"
+        default: String(status)
+        }
+    }
 }

@@ -1,8 +1,42 @@
 import Foundation
 import Synchronization
 
-/// State shared by every connection of one simulator: configuration, the parts tests may change at run time,
-/// and the recorders.
+/// The counters every simulator's fault injector needs, whatever protocol it speaks.
+final class SimulatorRequestCounters: Sendable {
+    /// Requests received by the whole server: the connection-level faults (reset, GOAWAY every N streams) count
+    /// across connections, so a GOAWAY every 5,000 streams does not keep a reset every 20,000 from ever firing.
+    private let requestCounter = Atomic<Int>(0)
+    private let connectionCounter = Atomic<Int>(0)
+    /// Requests seen per device token; only maintained while a fault needs it.
+    private let attemptsByToken = Mutex<[String: Int]>([:])
+
+    /// The 1-based number of the request just received, server-wide.
+    func nextRequestNumber() -> Int {
+        requestCounter.add(1, ordering: .relaxed).newValue
+    }
+
+    /// The 1-based number of the connection just accepted (seeds its latency draws).
+    func nextConnectionNumber() -> Int {
+        connectionCounter.wrappingAdd(1, ordering: .relaxed).newValue
+    }
+
+    /// Counts this attempt for the token and returns its 1-based number.
+    func nextAttempt(forToken token: String) -> Int {
+        attemptsByToken.withLock { attempts in
+            let next = (attempts[token] ?? 0) + 1
+            attempts[token] = next
+            return next
+        }
+    }
+
+    /// Forgets the attempts per token (after the faults change).
+    func resetAttempts() {
+        attemptsByToken.withLock { $0.removeAll() }
+    }
+}
+
+/// State shared by every connection of one APNs simulator: configuration, the parts tests may change at run
+/// time, and the recorders.
 final class SimulatorServerContext: Sendable {
     struct Dynamic: Sendable {
         var registry: SimulatorTokenRegistry
@@ -13,17 +47,8 @@ final class SimulatorServerContext: Sendable {
     let authority: ProviderTokenAuthority
     let ledger: SimulatorLedger
     let statistics: SimulatorStatisticsRecorder
-    /// Requests received by the whole server: the connection-level faults (reset, GOAWAY every N streams) count
-    /// across connections, so a GOAWAY every 5,000 streams does not keep a reset every 20,000 from ever firing.
-    private let requestCounter = Atomic<Int>(0)
-
-    func nextRequestNumber() -> Int {
-        requestCounter.add(1, ordering: .relaxed).newValue
-    }
+    let counters = SimulatorRequestCounters()
     let dynamic: Mutex<Dynamic>
-    /// Requests seen per device token; only maintained while a fault needs it.
-    let attemptsByToken = Mutex<[String: Int]>([:])
-    let connectionCounter = Atomic<Int>(0)
 
     init(configuration: APNsSimulatorConfiguration) {
         self.configuration = configuration
@@ -34,13 +59,4 @@ final class SimulatorServerContext: Sendable {
     }
 
     var snapshot: Dynamic { dynamic.withLock { $0 } }
-
-    /// Counts this attempt for the token and returns its 1-based number.
-    func nextAttempt(forToken token: String) -> Int {
-        attemptsByToken.withLock { attempts in
-            let next = (attempts[token] ?? 0) + 1
-            attempts[token] = next
-            return next
-        }
-    }
 }

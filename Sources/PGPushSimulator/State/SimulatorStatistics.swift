@@ -42,20 +42,34 @@ public struct SimulatorStatistics: Sendable, Hashable {
     }
 }
 
-/// Thread-safe accumulator behind ``SimulatorStatistics``.
-final class SimulatorStatisticsRecorder: Sendable {
-    private let state = Mutex(SimulatorStatistics())
+/// Thread-safe accumulator behind a simulator's statistics snapshot (``SimulatorStatistics`` for APNs,
+/// ``FCMSimulatorStatistics`` for FCM).
+final class StatisticsRecorder<Statistics: Sendable>: Sendable {
+    private let state: Mutex<Statistics>
 
-    var snapshot: SimulatorStatistics { state.withLock { $0 } }
-
-    func update(_ body: (inout SimulatorStatistics) -> Void) {
-        state.withLock { body(&$0) }
+    init(_ initial: Statistics) {
+        self.state = Mutex(initial)
     }
 
+    var snapshot: Statistics { state.withLock { $0 } }
+
+    func update(_ body: (inout Statistics) -> Void) {
+        state.withLock { body(&$0) }
+    }
+}
+
+/// The APNs simulator's recorder.
+typealias SimulatorStatisticsRecorder = StatisticsRecorder<SimulatorStatistics>
+
+extension StatisticsRecorder where Statistics == SimulatorStatistics {
+    convenience init() { self.init(SimulatorStatistics()) }
+
     func recordResponse(status: Int, reason: String?) {
-        state.withLock {
+        update {
             $0.requestsTotal += 1
             $0.responses[SimulatorStatistics.ResponseKey(status: status, reason: reason), default: 0] += 1
         }
     }
 }
+
+extension SimulatorStatistics: SimulatorTransportStatistics {}
