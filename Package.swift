@@ -16,6 +16,7 @@ let migrationFiles = [
     "0007_app_valve.sql",
     "0008_tenancy.sql",
     "0009_fcm_schema.sql",
+    "0010_fcm_sending.sql",
 ]
 
 let package = Package(

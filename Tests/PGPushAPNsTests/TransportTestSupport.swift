@@ -145,7 +145,7 @@ extension APNsNoResponseReason {
     /// Whether the transport says APNs did not process the request.
     var meansNotProcessed: Bool {
         switch self {
-        case .goAwayNotProcessed, .refusedStream, .connectFailed, .tlsRejected: true
+        case .goAwayNotProcessed, .refusedStream, .connectFailed, .tlsRejected, .credentialRefused: true
         case .connectionClosed, .missingStatus, .timeout: false
         }
     }

@@ -243,15 +243,17 @@ struct FCMProducerAPITests {
         }
     }
 
-    /// Until the FCM sender runs, an Android device must never be handed to APNs: expansion takes the iOS
-    /// devices of an app with an APNs credential only.
-    @Test func androidDevicesAreNeverExpandedForAPNs() async throws {
+    /// A chunk holds one platform's tokens, so an Android token never reaches APNs nor an iOS one FCM; each
+    /// platform only for an app with that provider's credential.
+    @Test func everyDeviceIsExpandedIntoAChunkOfItsOwnPlatform() async throws {
         try await TestDatabase.with { db in
             try await Self.createApps(db)
             let iosToken = TestTokens.token(1)
             try await db.exec("SELECT push.register_device('dual', \(iosToken), 'u1')")
             try await db.exec("SELECT push.register_device('dual', \(Self.fcmToken), 'u1', platform => 'android')")
             try await db.exec("SELECT push.register_device('droid', \(Self.fcmToken), 'u1', platform => 'android')")
+            // An iOS device of the Android-only app is reached by no provider.
+            try await db.exec("INSERT INTO push.devices (app_id, token, user_id) VALUES ('droid', \(TestTokens.token(2)), 'u1')")
             try await db.exec(#"SELECT push.enqueue('dual', '{"aps":{"alert":"small"}}', user_ids => ARRAY['u1'])"#)
             try await db.exec("""
                 SELECT push.enqueue('dual', '{"aps":{"alert":"list"}}', tokens => ARRAY[\(Self.fcmToken), \(iosToken)])
@@ -260,14 +262,20 @@ struct FCMProducerAPITests {
 
             let store = QueueStore(client: db.client, workerID: "fcm-test", logger: db.logger)
             #expect(try await store.expandDueSmallJobs(chunkSize: 1000, limit: 100) == 3)
-            let chunkTokens = try await db.rows("SELECT unnest(tokens) FROM push.chunks")
-                .decode(String.self).reduce(into: [String]()) { $0.append($1) }
-            #expect(chunkTokens == [iosToken, iosToken])
+            func tokens(_ platform: String) async throws -> [String] {
+                try await db.rows("SELECT unnest(tokens) FROM push.chunks WHERE platform = \(platform) ORDER BY 1")
+                    .decode(String.self).reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(try await tokens("ios") == [iosToken, iosToken])
+            #expect(try await tokens("android") == [Self.fcmToken, Self.fcmToken, Self.fcmToken])
 
-            // A broadcast's key ranges cover the iOS devices only.
+            // A broadcast's key ranges: one per platform.
+            try await db.exec("DELETE FROM push.chunks")
             try await db.exec(#"SELECT push.enqueue('dual', '{"aps":{"alert":"all"}}')"#)
             let expansion = try #require(try await store.expandNextDueJob(chunkSize: 1000))
-            #expect(expansion.total == 1)
+            #expect(expansion.total == 2)
+            #expect(try await db.scalar("SELECT count(*) FROM push.chunks WHERE kind = 'range'") == 2)
+            #expect(try await db.scalar("SELECT count(DISTINCT platform) FROM push.chunks WHERE kind = 'range'") == 2)
         }
     }
 

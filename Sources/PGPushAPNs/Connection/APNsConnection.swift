@@ -92,10 +92,12 @@ final class APNsConnection: Sendable {
         body: [UInt8],
         timeout: TimeAmount,
         maximumBodyBytes: Int,
+        keepsBody: Bool = false,
         onResult: @escaping @Sendable (APNsStreamResult) -> Void
     ) {
         let pending = APNsPendingStream(
-            headers: headers, body: body, timeout: timeout, maximumBodyBytes: maximumBodyBytes, onResult: onResult
+            headers: headers, body: body, timeout: timeout, maximumBodyBytes: maximumBodyBytes, keepsBody: keepsBody,
+            onResult: onResult
         )
         let mustSchedule = submissions.withLock { submissions in
             submissions.pending.append(pending)

@@ -10,6 +10,9 @@ struct APNsPendingStream {
     var body: [UInt8]
     var timeout: TimeAmount
     var maximumBodyBytes: Int
+    /// Keep the response body's bytes in the response (FCM's error objects, OAuth answers) instead of only
+    /// the APNs reason parsed from it.
+    var keepsBody: Bool
     var onResult: @Sendable (APNsStreamResult) -> Void
 }
 
@@ -33,8 +36,10 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
         var onResult: @Sendable (APNsStreamResult) -> Void
         var deadline: NIODeadline
         var maximumBodyBytes: Int
+        var keepsBody: Bool
         var status: Int?
         var apnsID: UUID?
+        var retryAfter: String?
         var sawHeadersWithoutStatus = false
         var body: [UInt8] = []
     }
@@ -104,7 +109,8 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
         let streamID = HTTP2StreamID(nextStreamID)
         nextStreamID += 2
         sendWindow -= pending.body.count
-        streams[streamID] = OpenStream(onResult: pending.onResult, deadline: deadline, maximumBodyBytes: pending.maximumBodyBytes)
+        streams[streamID] = OpenStream(
+            onResult: pending.onResult, deadline: deadline, maximumBodyBytes: pending.maximumBodyBytes, keepsBody: pending.keepsBody)
         var buffer = context.channel.allocator.buffer(capacity: pending.body.count)
         buffer.writeBytes(pending.body)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: pending.headers)))), promise: nil)
@@ -190,6 +196,7 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
                 if let statusText = headers.headers.first(name: ":status"), let status = Int(statusText) {
                     streams.values[index].status = status
                     streams.values[index].apnsID = headers.headers.first(name: "apns-id").flatMap { UUID(apnsIDString: $0) }
+                    if status != 200 { streams.values[index].retryAfter = headers.headers.first(name: "retry-after") }
                 } else {
                     streams.values[index].sawHeadersWithoutStatus = true
                 }
@@ -289,12 +296,14 @@ final class APNsStreamDispatcher: ChannelInboundHandler {
         guard let status = stream.status else {
             return .closed(streamID: Int(streamID), resetCode: nil, sawHeadersWithoutStatus: true)
         }
-        let body = status == 200 ? APNsResponseBody() : APNsResponseBody.parse(stream.body)
+        let body = status == 200 || stream.keepsBody ? APNsResponseBody() : APNsResponseBody.parse(stream.body)
         return .response(APNsResponse(
             status: status,
             reason: body.reason,
             timestampMilliseconds: body.timestampMilliseconds,
-            apnsID: stream.apnsID
+            apnsID: stream.apnsID,
+            retryAfter: stream.retryAfter,
+            body: stream.keepsBody ? stream.body : []
         ))
     }
 

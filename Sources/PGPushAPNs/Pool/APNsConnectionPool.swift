@@ -7,7 +7,9 @@ import PGPushCore
 import ServiceLifecycle
 import Synchronization
 
-/// A pool of long-lived HTTP/2 connections to APNs for one credential.
+/// A pool of long-lived HTTP/2 connections to one provider for one credential: APNs, FCM, or an OAuth token
+/// endpoint. Requests are ``PushRequest``s; the pool knows connections, streams and credentials, not what
+/// an answer means.
 ///
 /// ``run()`` keeps ``APNsClientConfiguration/connectionsPerPool`` connections open and replaces dead or
 /// draining ones with backoff. ``send(_:)`` waits for a free stream slot (callers are the only queue: there
@@ -53,7 +55,7 @@ public final class APNsConnectionPool: Service, Sendable {
     /// With token authentication the current JWT is taken from the ``ProviderTokenSource`` for every
     /// request (the source caches it), and a `403 ExpiredProviderToken` is reported back to the source.
     /// Cancelling a caller that still waits for a stream slot removes it from the queue.
-    public func send(_ request: APNsRequest) async -> APNsOutcome {
+    public func send(_ request: some PushRequest) async -> APNsOutcome {
         let stream: PreparedStream
         switch await prepare(request) {
         case .ready(let prepared): stream = prepared
@@ -71,7 +73,7 @@ public final class APNsConnectionPool: Service, Sendable {
     /// Waits for a stream slot like ``send(_:)``, writes the request, and returns without waiting for the
     /// answer: `onOutcome` runs exactly once, on the connection's event loop (or at once when no slot can be
     /// had). A caller with many requests in flight needs no task per request this way.
-    public func start(_ request: APNsRequest, onOutcome: @escaping @Sendable (APNsOutcome) -> Void) async {
+    public func start(_ request: some PushRequest, onOutcome: @escaping @Sendable (APNsOutcome) -> Void) async {
         let stream: PreparedStream
         switch await prepare(request) {
         case .ready(let prepared): stream = prepared
@@ -92,6 +94,7 @@ public final class APNsConnectionPool: Service, Sendable {
         var lease: APNsStreamLease
         var headers: HPACKHeaders
         var body: [UInt8]
+        var keepsBody: Bool
         var token: ProviderToken?
     }
 
@@ -100,23 +103,28 @@ public final class APNsConnectionPool: Service, Sendable {
         case failed(APNsOutcome)
     }
 
-    private func prepare(_ request: APNsRequest) async -> Preparation {
+    private func prepare<Request: PushRequest>(_ request: Request) async -> Preparation {
         var token: ProviderToken?
-        if case .token(let source) = credentials {
+        if let source = credentials.tokenSource {
             if let atHand = source.tokenAtHand {
                 token = atHand
             } else {
                 do {
                     token = try await source.currentToken()
                 } catch {
+                    // A refusal by the credential's issuer pauses the app; anything else may pass.
+                    if let refusal = error as? CredentialRefusal {
+                        return .failed(.noResponse(.credentialRefused(reason: refusal.reason)))
+                    }
                     return .failed(.noResponse(.connectFailed(detail: "no provider token: \(error)")))
                 }
             }
         }
         switch await acquireSlot() {
         case .granted(let lease):
-            let headers = APNsRequestHeaders.make(for: request, authority: authority, authorization: token?.authorizationHeaderValue)
-            return .ready(PreparedStream(lease: lease, headers: headers, body: request.payload, token: token))
+            let headers = request.headers(authority: authority, authorization: token?.authorizationHeaderValue)
+            return .ready(PreparedStream(
+                lease: lease, headers: headers, body: request.body, keepsBody: Request.keepsResponseBody, token: token))
         case .failed(let reason):
             return .failed(.noResponse(reason))
         }
@@ -128,21 +136,33 @@ public final class APNsConnectionPool: Service, Sendable {
             headers: stream.headers,
             body: stream.body,
             timeout: requestTimeout,
-            maximumBodyBytes: configuration.maximumResponseBodyBytes
+            maximumBodyBytes: configuration.maximumResponseBodyBytes,
+            keepsBody: stream.keepsBody
         ) { result in
             onOutcome(self.streamFinished(connectionID, result))
         }
     }
 
-    /// A 403 that names the provider token (ExpiredProviderToken and its kin) goes back to the token's source.
+    /// A 403 that names the provider token (ExpiredProviderToken and its kin) goes back to the token's source;
+    /// so does a 401 for an OAuth access token, as `UNAUTHENTICATED`.
     private func rejectedToken(
         _ stream: PreparedStream, _ outcome: APNsOutcome
     ) -> (source: any ProviderTokenSource, token: ProviderToken, reason: String)? {
-        guard case .response(let response) = outcome, response.status == 403, let reason = response.reason,
-            let token = stream.token, case .token(let source) = credentials
-        else { return nil }
-        return (source, token, reason)
+        guard case .response(let response) = outcome, let token = stream.token else { return nil }
+        switch credentials {
+        case .token(let source):
+            guard response.status == 403, let reason = response.reason else { return nil }
+            return (source, token, reason)
+        case .bearer(let source):
+            guard response.status == 401 else { return nil }
+            return (source, token, Self.unauthenticated)
+        case .certificate, .none:
+            return nil
+        }
     }
+
+    /// The reason a bearer token's source hears when a request carrying it was answered 401.
+    public static let unauthenticated = "UNAUTHENTICATED"
 
     private func acquireSlot() async -> APNsSlotGrant {
         let fast: Result<APNsSlotGrant, Never>? = state.withLock { state in

@@ -13,15 +13,18 @@ import ServiceLifecycle
 struct WorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "worker",
-        abstract: "Claim broadcasts from PostgreSQL and send them to APNs (run as many as you like).",
+        abstract: "Claim broadcasts from PostgreSQL and send them to APNs and FCM (run as many as you like).",
         discussion: """
             Every option can also be set by the environment variable shown; a flag wins over the variable.
-            Credentials always come from each app's push.apps row; --apns-endpoint only redirects the traffic.
+            Credentials always come from each app's push.apps row; --apns-endpoint and --fcm-endpoint only \
+            redirect the traffic.
 
             Examples:
               pgpush worker --database-url postgres://pgpush_worker@db/push --credentials-dir /etc/pgpush/credentials
               pgpush worker --database-url $DATABASE_URL --apns-endpoint https://127.0.0.1:2197 \\
                             --apns-ca-file .pgpush-simulator/ca.pem
+              pgpush worker --database-url $DATABASE_URL --fcm-endpoint https://127.0.0.1:2198 \\
+                            --fcm-ca-file .pgpush-simulator/ca.pem
 
             Signals: SIGTERM or SIGINT stop claiming, drain in-flight requests within --grace-period, write
             every result, give the unsent rest back to the queue and exit 0.
@@ -35,6 +38,10 @@ struct WorkerCommand: AsyncParsableCommand {
     var apnsEndpoint: String?
     @Option(help: "Extra trusted CA certificates (PEM) for --apns-endpoint (env: PGPUSH_APNS_CA_FILE).")
     var apnsCaFile: String?
+    @Option(help: "Send FCM traffic to this base URL instead of https://fcm.googleapis.com (env: PGPUSH_FCM_ENDPOINT).")
+    var fcmEndpoint: String?
+    @Option(help: "Extra trusted CA certificates (PEM) for --fcm-endpoint and the service accounts' token_uri (env: PGPUSH_FCM_CA_FILE).")
+    var fcmCaFile: String?
     @Option(help: "Key and certificate paths in push.apps must resolve inside this directory (env: PGPUSH_CREDENTIALS_DIR).")
     var credentialsDir: String?
     @Option(help: "HTTP/2 connections per app (env: PGPUSH_CONNECTIONS_PER_APP; default 2).")
@@ -93,6 +100,9 @@ struct WorkerCommand: AsyncParsableCommand {
         var configuration = try workerConfiguration()
         if configuration.apnsEndpointOverride == nil, configuration.apnsCAFile != nil {
             throw ValidationError("--apns-ca-file needs --apns-endpoint")
+        }
+        if configuration.fcmEndpointOverride == nil, configuration.fcmCAFile != nil {
+            throw ValidationError("--fcm-ca-file needs --fcm-endpoint")
         }
         configuration.databaseConnections = max(4, configuration.databaseConnections)
         let port = try setting(metricsPort, "PGPUSH_METRICS_PORT") ?? 9464
@@ -155,6 +165,8 @@ struct WorkerCommand: AsyncParsableCommand {
         if let value = try setting(workerId, "PGPUSH_WORKER_ID") { configuration.workerID = value }
         configuration.apnsEndpointOverride = try setting(apnsEndpoint, "PGPUSH_APNS_ENDPOINT")
         configuration.apnsCAFile = try setting(apnsCaFile, "PGPUSH_APNS_CA_FILE")
+        configuration.fcmEndpointOverride = try setting(fcmEndpoint, "PGPUSH_FCM_ENDPOINT")
+        configuration.fcmCAFile = try setting(fcmCaFile, "PGPUSH_FCM_CA_FILE")
         configuration.credentialsDirectory = try setting(credentialsDir, "PGPUSH_CREDENTIALS_DIR")
         if let value = try setting(connectionsPerApp, "PGPUSH_CONNECTIONS_PER_APP") {
             guard value >= 1 else { throw ValidationError("--connections-per-app must be at least 1") }

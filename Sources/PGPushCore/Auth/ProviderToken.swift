@@ -13,14 +13,23 @@ public struct ProviderToken: Sendable, Hashable, CustomStringConvertible {
     public let keyID: String
     /// `bearer <jwt>`, built once rather than once per request.
     public let authorizationHeaderValue: String
+    /// When the token stops being accepted, for tokens that say so (an OAuth 2.0 access token's
+    /// `expires_in`); APNs provider tokens carry none and age out by ``ProviderTokenRefreshPolicy``.
+    public let expiresAt: Date?
 
     /// Wraps an existing JWT, e.g. one shared by another worker through the database.
-    public init(jwt: String, issuedAt: Date, teamID: String, keyID: String) {
+    ///
+    /// - Parameters:
+    ///   - authorizationScheme: `bearer` for APNs; `Bearer` for an OAuth 2.0 access token (FCM).
+    ///   - expiresAt: The end of the token's lifetime, when it has one.
+    public init(jwt: String, issuedAt: Date, teamID: String, keyID: String, authorizationScheme: String = "bearer",
+                expiresAt: Date? = nil) {
         self.jwt = jwt
         self.issuedAt = issuedAt
         self.teamID = teamID
         self.keyID = keyID
-        self.authorizationHeaderValue = "bearer \(jwt)"
+        self.authorizationHeaderValue = "\(authorizationScheme) \(jwt)"
+        self.expiresAt = expiresAt
     }
 
     /// How old the token is at `now`, in seconds. Negative if `now` is before `issuedAt`.

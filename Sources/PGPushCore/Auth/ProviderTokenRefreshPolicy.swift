@@ -22,9 +22,14 @@ public struct ProviderTokenRefreshPolicy: Sendable, Hashable {
     }
 
     /// Whether `token` should be replaced before its next use: its age is at least ``refreshAfter``
-    /// or at least ``maximumAge``.
+    /// or at least ``maximumAge``, or it expires soon: within five minutes, or within a tenth of its
+    /// lifetime (at least a second) when that is shorter.
     public func needsRefresh(_ token: ProviderToken, now: Date) -> Bool {
         let age = token.age(at: now)
+        if let expiresAt = token.expiresAt {
+            let lifetime = expiresAt.timeIntervalSince(token.issuedAt)
+            if expiresAt.timeIntervalSince(now) <= min(300, max(1, lifetime / 10)) { return true }
+        }
         return age >= refreshAfter || age >= maximumAge
     }
 

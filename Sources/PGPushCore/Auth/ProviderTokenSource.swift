@@ -100,3 +100,16 @@ public actor LocalProviderTokenSource: ProviderTokenSource {
 
     public nonisolated var tokenAtHand: ProviderToken? { atHand.current }
 }
+
+/// Thrown by a ``ProviderTokenSource`` when the credential's issuer refused it (an OAuth token endpoint
+/// answered `invalid_grant`): no retry can help until the credential is fixed.
+public struct CredentialRefusal: Error, Sendable, CustomStringConvertible {
+    /// Readable, without any secret.
+    public var reason: String
+
+    public init(reason: String) {
+        self.reason = reason
+    }
+
+    public var description: String { reason }
+}

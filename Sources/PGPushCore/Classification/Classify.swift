@@ -103,7 +103,7 @@ private func classifyNoResponse(_ reason: APNsNoResponseReason) -> DeliveryClass
     case .connectFailed:
         // The detail may hold host names or TLS internals; the record gets the stable text only.
         return .retryLater(reason: NoResponseReasonText.connectFailed, reconnect: true)
-    case .tlsRejected(let reason):
+    case .tlsRejected(let reason), .credentialRefused(let reason):
         // Retrying would spend every token's attempts on the same refusal: pause the app with the reason.
         return .configurationError(reason: reason)
     }

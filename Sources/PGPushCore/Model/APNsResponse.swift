@@ -10,12 +10,20 @@ public struct APNsResponse: Sendable, Hashable {
     public var timestampMilliseconds: Int64?
     /// The `apns-id` response header.
     public var apnsID: UUID?
+    /// The `retry-after` response header, as sent (FCM sends it with 429 and 503).
+    public var retryAfter: String?
+    /// The response body, up to the transport's limit: the error object of a provider whose answers the
+    /// fields above do not describe (FCM's `{"error": …}`), or a success's body (an OAuth token).
+    public var body: [UInt8]
 
-    public init(status: Int, reason: String? = nil, timestampMilliseconds: Int64? = nil, apnsID: UUID? = nil) {
+    public init(status: Int, reason: String? = nil, timestampMilliseconds: Int64? = nil, apnsID: UUID? = nil,
+                retryAfter: String? = nil, body: [UInt8] = []) {
         self.status = status
         self.reason = reason
         self.timestampMilliseconds = timestampMilliseconds
         self.apnsID = apnsID
+        self.retryAfter = retryAfter
+        self.body = body
     }
 }
 
@@ -37,6 +45,9 @@ public enum APNsNoResponseReason: Sendable, Hashable {
     /// The TLS handshake failed in a way reconnecting cannot fix (a certificate expired, revoked, refused or
     /// not trusted); the request was never written. `reason` is readable and holds no secret.
     case tlsRejected(reason: String)
+    /// The credential for the request could not be had because its issuer refused it (an OAuth token
+    /// endpoint refused the service account's assertion); the request was never written.
+    case credentialRefused(reason: String)
 }
 
 /// The result of sending one request: a response, or the reason none came.

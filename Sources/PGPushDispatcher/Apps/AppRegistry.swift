@@ -6,7 +6,7 @@ import PGPushCore
 import PGPushStore
 import Synchronization
 
-/// One connection pool per app, built on first use from the app's `push.apps` row. A credential that cannot
+/// One connection pool per app and provider, built on first use from the app's `push.apps` row. A credential that cannot
 /// be used (outside the credentials directory, unreadable, not a key) pauses the app with a reason that names
 /// the column and the problem, never the file's contents.
 public actor AppRegistry {
@@ -15,12 +15,13 @@ public actor AppRegistry {
     private let logger: Logger
     private let resolver: CredentialResolver
     private var apps: [String: AppRecord] = [:]
-    private var senders: [String: AppSender] = [:]
-    private var poolTasks: [String: Task<Void, Never>] = [:]
+    private var senders: [SenderKey: AppSender] = [:]
+    private var poolTasks: [SenderKey: Task<Void, Never>] = [:]
     private var tokenSources: [String: SharedProviderTokenSource] = [:]
+    private var accessTokenSources: [String: SharedFCMAccessTokenSource] = [:]
     private var liveWorkers = 1
     /// The senders, readable without entering the actor: the claim loop asks for throttles before every claim.
-    private nonisolated let published = Mutex<[String: AppSender]>([:])
+    private nonisolated let published = Mutex<[SenderKey: AppSender]>([:])
 
     public init(configuration: WorkerConfiguration, store: QueueStore, logger: Logger) {
         self.configuration = configuration
@@ -33,18 +34,19 @@ public actor AppRegistry {
     /// location gets a new pool.
     public func reload() async throws {
         let fresh = try await store.apps()
-        for (id, sender) in senders {
-            guard let row = fresh[id] else {
-                retire(id)
+        for (key, sender) in senders {
+            guard let row = fresh[key.appID] else {
+                retire(key)
                 continue
             }
             if row.privateKeyPath != sender.app.privateKeyPath || row.certificatePath != sender.app.certificatePath
                 || row.teamID != sender.app.teamID || row.keyID != sender.app.keyID
                 || row.environment != sender.app.environment || row.topic != sender.app.topic
-                || (row.rateLimit == nil) != (sender.rateLimiter == nil) {
-                retire(id)
-            } else if let limit = row.rateLimit {
-                sender.rateLimiter?.update(fleetRatePerSecond: Double(limit), liveWorkers: liveWorkers)
+                || row.fcmProjectID != sender.app.fcmProjectID || row.fcmServiceAccountPath != sender.app.fcmServiceAccountPath
+                || (row.rateLimit == nil) != (sender.app.rateLimit == nil) {
+                retire(key)
+            } else {
+                sender.rateLimiter?.update(fleetRatePerSecond: Self.fleetRate(row, key.platform), liveWorkers: liveWorkers)
             }
         }
         apps = fresh
@@ -53,36 +55,35 @@ public actor AppRegistry {
     /// Tells every rate limiter how many workers share the fleet's limits now.
     public func setLiveWorkers(_ count: Int) {
         liveWorkers = max(1, count)
-        for sender in senders.values {
-            if let limit = sender.app.rateLimit {
-                sender.rateLimiter?.update(fleetRatePerSecond: Double(limit), liveWorkers: liveWorkers)
-            }
+        for (key, sender) in senders {
+            sender.rateLimiter?.update(fleetRatePerSecond: Self.fleetRate(sender.app, key.platform), liveWorkers: liveWorkers)
         }
     }
 
     /// Checks out the sender for an app, or returns `nil` when the app is unknown or its credential is
     /// unusable (the app is then paused with the reason). The caller checks it back in (``AppSender/checkIn()``)
     /// when done; a sender checked out is never closed as idle.
-    func checkOutSender(for appID: String) async -> AppSender? {
-        if let sender = senders[appID] {
+    func checkOutSender(for appID: String, platform: DevicePlatform = .ios) async -> AppSender? {
+        let key = SenderKey(appID: appID, platform: platform)
+        if let sender = senders[key] {
             sender.usage.checkOut()
             return sender
         }
         if apps[appID] == nil { try? await reload() }
         // The reload suspended this actor: a concurrent first use may have built the pool meanwhile, and one
-        // app gets one pool.
-        if let sender = senders[appID] {
+        // app gets one pool per provider.
+        if let sender = senders[key] {
             sender.usage.checkOut()
             return sender
         }
         guard let app = apps[appID] else { return nil }
         do {
-            let sender = try makeSender(app)
+            let sender = try platform == .ios ? makeSender(app) : makeFCMSender(app)
             sender.usage.checkOut()
-            senders[appID] = sender
+            senders[key] = sender
             publish()
             let pool = sender.pool
-            poolTasks[appID] = Task {
+            poolTasks[key] = Task {
                 do {
                     try await pool.run()
                 } catch {
@@ -103,19 +104,30 @@ public actor AppRegistry {
     @discardableResult
     public func closeIdlePools(idleFor timeout: Duration, now: ContinuousClock.Instant = .now) -> [String] {
         let idle = senders.filter { $0.value.usage.isIdle(for: timeout, now: now) }.map(\.key)
-        for appID in idle {
-            retire(appID)
-            logger.info("closed the connections of an idle app", metadata: ["app": "\(appID)"])
+        for key in idle {
+            retire(key)
+            logger.info("closed the connections of an idle app", metadata: ["app": "\(key.appID)", "platform": "\(key.platform.rawValue)"])
         }
-        return idle
+        return idle.map(\.appID)
     }
 
-    /// How fast each app with a sender can send right now: its rate-limit share and its 429/503 backoff.
+    /// How fast each app with a sender can send right now: its rate-limit share and its 429/503 backoff. An
+    /// app with both providers can send at the sum of their rates (unlimited if either is), and is held back
+    /// by the tighter backoff. FCM's project quota alone does not count as a throttle: it is far above what
+    /// one claim takes.
     public nonisolated func throttles() -> [String: AppThrottle] {
         published.withLock { senders in
+            var byApp: [String: [AppThrottle]] = [:]
+            for (key, sender) in senders {
+                let rate = sender.app.rateLimit == nil ? nil : sender.rateLimiter?.sharePerSecond
+                byApp[key.appID, default: []].append(AppThrottle(ratePerSecond: rate, backoffConcurrency: sender.gate.backoffLimit))
+            }
             var throttles: [String: AppThrottle] = [:]
-            for (id, sender) in senders {
-                let throttle = AppThrottle(ratePerSecond: sender.rateLimiter?.sharePerSecond, backoffConcurrency: sender.gate.backoffLimit)
+            for (id, providers) in byApp {
+                let rates = providers.map(\.ratePerSecond)
+                let rate: Double? = rates.contains { $0 == nil } ? nil : rates.compactMap { $0 }.reduce(0, +)
+                let backoff = providers.compactMap(\.backoffConcurrency).min()
+                let throttle = AppThrottle(ratePerSecond: rate, backoffConcurrency: backoff)
                 if throttle.isThrottled { throttles[id] = throttle }
             }
             return throttles
@@ -128,8 +140,8 @@ public actor AppRegistry {
     }
 
     /// Every pool this worker runs, for metrics.
-    public func activePools() -> [(appID: String, pool: APNsConnectionPool)] {
-        senders.map { ($0.key, $0.value.pool) }
+    public func activePools() -> [(appID: String, provider: String, pool: APNsConnectionPool)] {
+        senders.map { ($0.key.appID, $0.key.platform.provider, $0.value.pool) }
     }
 
     /// Stops every pool (their in-flight requests have been drained by then).
@@ -142,11 +154,20 @@ public actor AppRegistry {
         publish()
     }
 
-    private func retire(_ appID: String) {
-        poolTasks.removeValue(forKey: appID)?.cancel()
-        senders.removeValue(forKey: appID)
+    private func retire(_ key: SenderKey) {
+        poolTasks.removeValue(forKey: key)?.cancel()
+        senders.removeValue(forKey: key)
         publish()
     }
+
+    /// An app's `rate_limit` applies to each provider. FCM's default quota (600,000 messages a minute per
+    /// project) is kept fleet-wide as well.
+    static func fleetRate(_ app: AppRecord, _ platform: DevicePlatform) -> Double {
+        let limit = app.rateLimit.map(Double.init) ?? .infinity
+        return platform == .android ? min(limit, fcmProjectQuotaPerSecond) : limit
+    }
+
+    static let fcmProjectQuotaPerSecond = 600_000.0 / 60
 
     private func makeSender(_ app: AppRecord) throws(PGPushError) -> AppSender {
         var client = APNsClientConfiguration()
@@ -217,6 +238,50 @@ public actor AppRegistry {
         }
         let limiter = app.rateLimit.map { RateLimiter(fleetRatePerSecond: Double($0), liveWorkers: liveWorkers) }
         let gate = ConcurrencyGate(maximum: min(configuration.inFlightPerApp, configuration.connectionsPerApp * client.maximumStreamsPerConnectionCap))
-        return AppSender(app: app, pool: pool, rateLimiter: limiter, gate: gate)
+        return AppSender(app: app, platform: .ios, pool: pool, rateLimiter: limiter, gate: gate, fcmTokens: nil)
+    }
+
+    /// The FCM sender of an app: its service account read from `fcm_service_account_path` (never logged), an
+    /// access token shared by the fleet, and a pool to FCM (or `--fcm-endpoint`).
+    private func makeFCMSender(_ app: AppRecord) throws(PGPushError) -> AppSender {
+        guard let path = app.fcmServiceAccountPath, app.fcmProjectID != nil else {
+            throw PGPushError(.invalidConfiguration, "app has no FCM credentials")
+        }
+        let json = try resolver.read(path, column: "fcm_service_account_path")
+        let account: FCMServiceAccount
+        do {
+            account = try FCMServiceAccount(json: Array(json.utf8))
+        } catch {
+            throw PGPushError(.invalidCredential, "fcm_service_account_path \(path) is not a usable service-account file: \(error.message)")
+        }
+        var client = APNsClientConfiguration()
+        let endpoint = configuration.fcmEndpointOverride ?? "https://fcm.googleapis.com"
+        do {
+            client.endpoint = try APNsEndpoint(url: endpoint)
+        } catch {
+            throw PGPushError(.invalidConfiguration, "--fcm-endpoint \(endpoint) is not a valid https URL")
+        }
+        client.additionalTrustRootsPEMFile = configuration.fcmCAFile
+        client.connectionsPerPool = configuration.connectionsPerApp
+        client.requestTimeout = configuration.requestTimeout
+        client.maximumResponseBodyBytes = 16_384
+
+        let sourceKey = "\(account.clientEmail):\(account.privateKeyID)"
+        let source = accessTokenSources[sourceKey] ?? SharedFCMAccessTokenSource(
+            account: account, exchange: FCMTokenExchange(additionalTrustRootsPEMFile: configuration.fcmCAFile),
+            store: store, logger: logger)
+        accessTokenSources[sourceKey] = source
+        let pool: APNsConnectionPool
+        do {
+            pool = try APNsConnectionPool(configuration: client, credentials: .bearer(source), logger: logger)
+        } catch let error as PGPushError {
+            throw error
+        } catch {
+            throw PGPushError(.invalidConfiguration, "TLS setup failed for the app's FCM connection pool")
+        }
+        let rate = Self.fleetRate(app, .android)
+        let limiter = RateLimiter(fleetRatePerSecond: rate, liveWorkers: liveWorkers)
+        let gate = ConcurrencyGate(maximum: min(configuration.inFlightPerApp, configuration.connectionsPerApp * client.maximumStreamsPerConnectionCap))
+        return AppSender(app: app, platform: .android, pool: pool, rateLimiter: limiter, gate: gate, fcmTokens: source)
     }
 }

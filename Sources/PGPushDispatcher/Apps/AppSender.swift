@@ -2,15 +2,26 @@ import PGPushAPNs
 import PGPushCore
 import PGPushStore
 
-/// What the worker needs to send for one app: its row, its connection pool and its rate limiter.
+/// Which sender of an app: one per provider, each with its own connections, rate limit and gate.
+struct SenderKey: Hashable, Sendable {
+    var appID: String
+    var platform: DevicePlatform
+}
+
+/// What the worker needs to send for one app to one provider (APNs for iOS devices, FCM for Android ones):
+/// its row, its connection pool and its rate limiter.
 public struct AppSender: Sendable {
     public let app: AppRecord
+    public let platform: DevicePlatform
     public let pool: APNsConnectionPool
     public let rateLimiter: RateLimiter?
     /// Adaptive in-flight limit for this app (slow start, halves on 429/503).
     let gate: ConcurrencyGate
     /// Check-outs by chunks; an idle sender's pool is closed.
     let usage = SenderUsage()
+
+    /// The FCM access-token source, for an FCM sender: it knows when a refreshed token was refused too.
+    let fcmTokens: SharedFCMAccessTokenSource?
 
     /// Hands the sender back after a chunk used it.
     func checkIn() { usage.checkIn() }
@@ -20,4 +31,7 @@ public struct AppSender: Sendable {
         let suffix = pushType.topicSuffix
         return suffix.isEmpty || app.topic.hasSuffix(suffix) ? app.topic : app.topic + suffix
     }
+
+    /// The `messages:send` path of the app's Firebase project.
+    var fcmSendPath: String? { app.fcmProjectID.map { FCMSendRequest.path(projectID: $0) } }
 }

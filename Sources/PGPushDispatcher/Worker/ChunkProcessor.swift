@@ -43,7 +43,7 @@ struct ChunkProcessor: Sendable {
             completion.outcomes = tokens.map { jobFailed($0, reason: reason, chunk: chunk, at: now) }
             return completion
         }
-        guard let sender = await registry.checkOutSender(for: chunk.appID) else {
+        guard let sender = await registry.checkOutSender(for: chunk.appID, platform: chunk.platform) else {
             completion.requeued = [RequeuedTokens(tokens: tokens, attempt: chunk.attempt, notBefore: now, lastReason: chunk.lastReason)]
             return completion
         }
@@ -53,10 +53,14 @@ struct ChunkProcessor: Sendable {
             return completion
         }
 
-        let pushType = PushType(rawValue: job.pushType) ?? .alert
-        let topic = sender.topic(for: pushType)
-        let expiration = job.expiresAt.map { Int64($0.timeIntervalSince1970) }
-        let priority = APNsPriority(rawValue: job.apnsPriority)
+        let provider: ProviderRequests
+        do {
+            provider = try ProviderRequests(chunk: chunk, sender: sender)
+        } catch {
+            // Validated at enqueue, so only a damaged row gets here: fail the job's tokens, send nothing.
+            completion.outcomes = tokens.map { jobFailed($0, reason: ProviderRequests.invalidFCMMessage, chunk: chunk, at: now) }
+            return completion
+        }
         var tally = Tally()
 
         let answers = ChunkAnswers(capacity: tokens.count)
@@ -108,11 +112,9 @@ struct ChunkProcessor: Sendable {
                 sender.gate.release(overloaded: false, succeeded: false)
                 continue
             }
-            let request = APNsRequest(
-                deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
-                collapseID: job.collapseID, apnsID: APNsID.make(jobID: chunk.jobID, token: token), payload: job.payload)
+            let apnsID = APNsID.make(jobID: chunk.jobID, token: token)
+            let request = provider.request(for: token, apnsID: apnsID)
             let (gate, metrics, appHealth, appID, jobID) = (sender.gate, self.metrics, self.appHealth, chunk.appID, chunk.jobID)
-            let appTopic = sender.app.topic
             let started = ContinuousClock.now
             answers.expectOne()
             await sender.pool.start(request) { outcome in
@@ -120,7 +122,7 @@ struct ChunkProcessor: Sendable {
                 let status = outcome.status
                 // The app's health is judged as answers arrive, not when the chunk ends: a misconfigured app
                 // must stop sending after its first few errors.
-                let classification = classify(outcome, topic: topic, appTopic: appTopic)
+                let (classification, retryAfter) = provider.classify(outcome)
                 switch classification {
                 case .configurationError(let reason): appHealth.recordConfigurationError(appID, reason: reason)
                 case .jobError(let reason):
@@ -132,7 +134,8 @@ struct ChunkProcessor: Sendable {
                 let overloaded = status == 429 || status == 503 || outcome == .noResponse(.timeout)
                 gate.release(overloaded: overloaded, succeeded: status == 200)
                 room.releaseOne()
-                answers.add(Answer(token: token, apnsID: request.apnsID, outcome: outcome, classification: classification, sentAt: Date()))
+                answers.add(Answer(token: token, apnsID: apnsID, outcome: outcome, classification: classification, sentAt: Date(),
+                                   retryAfter: retryAfter))
             }
         }
         for answer in await answers.all() {
@@ -155,12 +158,16 @@ struct ChunkProcessor: Sendable {
         var outcome: APNsOutcome
         var classification: DeliveryClass
         var sentAt: Date
+        /// How long the provider asked us to wait before trying again (FCM's `Retry-After`).
+        var retryAfter: Duration?
     }
 
     /// What the answers of one chunk add up to.
     struct Tally {
         var outcomes: [FinalOutcome] = []
         var transient: [(token: String, status: Int, reason: String)] = []
+        /// The longest `Retry-After` among the transient failures.
+        var retryAfter: Duration?
         var configurationErrors: [String] = []
         var unsent: [String] = []
         var prune: [PruneCandidate] = []
@@ -183,13 +190,17 @@ struct ChunkProcessor: Sendable {
             final(nil)
         case .tokenDead(let reason, let timestamp):
             final(reason)
+            // FCM gives no timestamp: the answer's time stands in, so a device re-registered after this send
+            // is kept, as with APNs' timestamp.
             tally.prune.append(PruneCandidate(
                 token: token, status: status, reason: reason,
-                apnsTimestamp: timestamp.map { Date(timeIntervalSince1970: Double($0) / 1000) }))
+                apnsTimestamp: timestamp.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? fcmAnswerTime(chunk, sentAt)))
         case .tokenWrongForTopicOrEnvironment(let reason):
             final(reason)
-            if reason == "BadDeviceToken" { tally.badDeviceTokens += 1 }
-            tally.prune.append(PruneCandidate(token: token, status: status, reason: reason, apnsTimestamp: nil))
+            // What the app's safety valve counts: a mass of these means the wrong APNs environment or the
+            // wrong Firebase project, not dead devices.
+            if ProviderRequests.wrongCredentialReasons.contains(reason) { tally.badDeviceTokens += 1 }
+            tally.prune.append(PruneCandidate(token: token, status: status, reason: reason, apnsTimestamp: fcmAnswerTime(chunk, sentAt)))
         case .permanentFailure(let reason), .jobError(let reason):
             final(reason)
         case .configurationError:
@@ -198,7 +209,13 @@ struct ChunkProcessor: Sendable {
         case .retryLater(let reason, _), .refreshProviderTokenAndRetry(let reason):
             if classification.isProviderTokenUpdateStorm { metrics.providerTokenStorms.increment() }
             tally.transient.append((token, status, reason))
+            if let wait = answer.retryAfter { tally.retryAfter = max(tally.retryAfter ?? wait, wait) }
         }
+    }
+
+    /// The time an FCM answer stands in for APNs' token timestamp in the pruner's re-registration rule.
+    private func fcmAnswerTime(_ chunk: ClaimedChunk, _ sentAt: Date) -> Date? {
+        chunk.platform == .android ? sentAt : nil
     }
 
     private func finish(_ tally: Tally, chunk: ClaimedChunk, job: JobDetails, completion: ChunkCompletion) -> ChunkCompletion {
@@ -216,8 +233,10 @@ struct ChunkProcessor: Sendable {
         if !tally.transient.isEmpty {
             var rng = SystemRandomNumberGenerator()
             switch configuration.retryPolicy.decide(failedAttempt: chunk.attempt, now: now, expiresAt: job.expiresAt, rng: &rng) {
-            case .retry(let at):
+            case .retry(let backoff):
                 metrics.retries.increment(by: tally.transient.count)
+                // The provider's Retry-After wins over a shorter backoff.
+                let at = tally.retryAfter.map { max(backoff, now.addingTimeInterval(Double($0.components.seconds))) } ?? backoff
                 completion.requeued.append(RequeuedTokens(
                     tokens: tally.transient.map(\.token), attempt: chunk.attempt + 1, notBefore: at,
                     lastReason: tally.transient.last?.reason))

@@ -130,7 +130,7 @@ extension Worker {
         Task {
             let pools = await registry.activePools()
             var streams = 0, open = 0, goaways = 0, reconnects = 0
-            for (_, pool) in pools {
+            for (_, _, pool) in pools {
                 let stats = pool.statistics
                 streams += stats.streamsInFlight
                 open += stats.connectionsOpen

@@ -40,6 +40,10 @@ public struct WorkerConfiguration: Sendable {
     public var apnsEndpointOverride: String?
     /// A PEM file of extra trusted CAs (e.g. the simulator's), added to the system roots.
     public var apnsCAFile: String?
+    /// Sends every app's FCM traffic to this base URL (a simulator) instead of `https://fcm.googleapis.com`.
+    public var fcmEndpointOverride: String?
+    /// A PEM file of extra trusted CAs for FCM and for the service accounts' `token_uri`.
+    public var fcmCAFile: String?
     /// When set, key and certificate paths from `push.apps` must resolve inside this directory.
     public var credentialsDirectory: String?
     /// Configuration errors from APNs (BadTopic, InvalidProviderToken, …) tolerated before the app is paused.

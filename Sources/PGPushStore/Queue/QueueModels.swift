@@ -1,5 +1,16 @@
 import Foundation
 
+/// Which provider a device, a chunk or an outcome belongs to: `push.devices.platform`.
+public enum DevicePlatform: String, Sendable, Hashable, CaseIterable {
+    /// APNs.
+    case ios
+    /// FCM.
+    case android
+
+    /// The provider's name, as metrics label it.
+    public var provider: String { self == .ios ? "apns" : "fcm" }
+}
+
 /// A chunk this worker holds the lease on.
 public struct ClaimedChunk: Sendable, Hashable {
     public enum Kind: String, Sendable {
@@ -29,12 +40,15 @@ public struct ClaimedChunk: Sendable, Hashable {
     public var job: JobDetails
     /// Set when the job failed with a job-level error: its tokens are recorded with this reason, not sent.
     public var jobFailure: String?
+    /// Every token of a chunk goes to one provider.
+    public var platform: DevicePlatform
 
     public init(
         id: Int64, jobID: Int64, appID: String, priority: Int, seq: Int, kind: Kind, loToken: String? = nil,
         hiToken: String? = nil, tokens: [String], attempt: Int = 1, lastReason: String? = nil, claims: Int = 1,
-        estimatedTokens: Int, job: JobDetails, jobFailure: String? = nil
+        estimatedTokens: Int, job: JobDetails, jobFailure: String? = nil, platform: DevicePlatform = .ios
     ) {
+        self.platform = platform
         self.id = id
         self.jobID = jobID
         self.appID = appID
@@ -65,6 +79,8 @@ public struct JobDetails: Sendable, Hashable {
     public var collapseID: String?
     public var userIDs: [String]?
     public var tags: [String]?
+    /// The Android message (FCM's message fields without the target), for a chunk of Android devices.
+    public var fcmMessage: [UInt8]?
 
     public init(
         id: Int64, appID: String, payload: [UInt8], pushType: String = "alert", apnsPriority: Int = 10,
@@ -94,6 +110,9 @@ public struct AppRecord: Sendable, Hashable {
     public var certificatePasswordEnv: String?
     public var rateLimit: Int?
     public var pausedReason: String?
+    /// The Firebase project and where its service-account file is, for an app with Android devices.
+    public var fcmProjectID: String? = nil
+    public var fcmServiceAccountPath: String? = nil
 }
 
 /// A token's final outcome, appended to `push.deliveries`.

@@ -78,22 +78,23 @@ extension QueueStore {
             RETURNING c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token,
                       coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims, c.estimated_tokens,
                       j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags,
-                      j.failure_reason
+                      j.failure_reason, c.platform, CASE WHEN c.platform = 'android' THEN j.fcm::text END
             """)
         // UPDATE … RETURNING does not keep the candidates' order; restore it so urgent chunks start first.
         return try rows.map { row in
             let (id, jobID, appID, priority, seq, kind, lo, hi, tokens, attempt, lastReason, claims, estimated,
-                 payload, pushType, apnsPriority, expiresAt, collapseID, userIDs, tags, failure) = try row.decode(
+                 payload, pushType, apnsPriority, expiresAt, collapseID, userIDs, tags, failure, platform, fcm) = try row.decode(
                 (Int64, Int64, String, Int, Int, String, String?, String?, [String], Int, String?, Int, Int,
-                 String, String, Int, Date?, String?, [String]?, [String]?, String?).self)
-            let job = JobDetails(
+                 String, String, Int, Date?, String?, [String]?, [String]?, String?, String, String?).self)
+            var job = JobDetails(
                 id: jobID, appID: appID, payload: Array(payload.utf8), pushType: pushType, apnsPriority: apnsPriority,
                 expiresAt: expiresAt, collapseID: collapseID, userIDs: userIDs, tags: tags)
+            job.fcmMessage = fcm.map { Array($0.utf8) }
             return ClaimedChunk(
                 id: id, jobID: jobID, appID: appID, priority: priority, seq: seq,
                 kind: ClaimedChunk.Kind(rawValue: kind) ?? .tokens, loToken: lo, hiToken: hi, tokens: tokens,
                 attempt: attempt, lastReason: lastReason, claims: claims, estimatedTokens: estimated, job: job,
-                jobFailure: failure)
+                jobFailure: failure, platform: DevicePlatform(rawValue: platform) ?? .ios)
         }.sorted { ($1.priority, $0.seq, $0.id) < ($0.priority, $1.seq, $1.id) }
     }
 
@@ -103,7 +104,7 @@ extension QueueStore {
         let job = chunk.job
         let rows = try await run("""
             SELECT d.token FROM push.devices d
-             WHERE d.app_id = \(chunk.appID) AND d.platform = 'ios'
+             WHERE d.app_id = \(chunk.appID) AND d.platform = \(chunk.platform.rawValue)
                AND (\(chunk.loToken)::text IS NULL OR d.token > \(chunk.loToken))
                AND (\(chunk.hiToken)::text IS NULL OR d.token <= \(chunk.hiToken))
                AND (\(job.userIDs)::text[] IS NULL OR d.user_id = ANY (\(job.userIDs)::text[]))
@@ -114,11 +115,13 @@ extension QueueStore {
     }
 
     /// Fails a job whose requests APNs refuses for every token (a job-level error): its remaining tokens are
-    /// recorded with `reason` instead of being sent, and it ends `failed` when its last chunk is written.
+    /// recorded with `reason` instead of being sent, and it ends `failed` when its last chunk is written. A
+    /// small job may already have ended `failed` (every answer was the error) when this is written; it still
+    /// gets its reason.
     public func failJob(_ jobID: Int64, reason: String) async throws {
         try await run("""
             UPDATE push.jobs SET failure_reason = \(reason)
-             WHERE id = \(jobID) AND failure_reason IS NULL AND state IN ('queued', 'running')
+             WHERE id = \(jobID) AND failure_reason IS NULL AND state IN ('queued', 'running', 'failed')
             """)
     }
 

@@ -29,10 +29,10 @@ extension QueueStore {
             var report = CompletionReport()
             let keptRows = try await self.run("""
                 WITH kept AS (
-                    DELETE FROM push.chunks WHERE id = ANY (\(batch.chunkIDs)) AND locked_by = \(self.leaseOwner) RETURNING id
+                    DELETE FROM push.chunks WHERE id = ANY (\(batch.chunkIDs)) AND locked_by = \(self.leaseOwner) RETURNING id, platform
                 ), recorded AS (
-                    INSERT INTO push.deliveries (job_id, app_id, token, status, reason, apns_id, attempt, sent_at)
-                    SELECT o.job_id, o.app_id, o.token, o.status, nullif(o.reason, ''), o.apns_id, o.attempt, o.sent_at
+                    INSERT INTO push.deliveries (job_id, app_id, token, status, reason, apns_id, attempt, sent_at, platform)
+                    SELECT o.job_id, o.app_id, o.token, o.status, nullif(o.reason, ''), o.apns_id, o.attempt, o.sent_at, kept.platform
                       FROM unnest(\(batch.outcomeChunk)::int8[], \(batch.outcomeJob)::int8[], \(batch.outcomeApp)::text[],
                                   \(batch.outcomeToken)::text[], \(batch.outcomeStatus)::int2[], \(batch.outcomeReason)::text[],
                                   \(batch.outcomeAPNsID)::uuid[], \(batch.outcomeAttempt)::int2[], \(batch.outcomeSentAt)::timestamptz[])
@@ -59,15 +59,16 @@ extension QueueStore {
             if !requeue.tokens.isEmpty {
                 try await self.run("""
                     INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, attempt, last_reason,
-                                             estimated_tokens, next_attempt_at)
+                                             estimated_tokens, next_attempt_at, platform)
                     SELECT g.job_id, g.app_id, g.priority, g.seq, 'tokens', array_agg(t.token ORDER BY t.ord), g.attempt,
-                           nullif(g.reason, ''), count(*)::int, g.not_before
+                           nullif(g.reason, ''), count(*)::int, g.not_before, g.platform
                       FROM unnest(\(requeue.groupOfToken)::int8[], \(requeue.tokens)::text[]) WITH ORDINALITY AS t(grp, token, ord)
                       JOIN unnest(\(requeue.job)::int8[], \(requeue.app)::text[], \(requeue.priority)::int4[], \(requeue.seq)::int4[],
-                                  \(requeue.attempt)::int4[], \(requeue.reason)::text[], \(requeue.notBefore)::timestamptz[])
-                           WITH ORDINALITY AS g(job_id, app_id, priority, seq, attempt, reason, not_before, grp)
+                                  \(requeue.attempt)::int4[], \(requeue.reason)::text[], \(requeue.notBefore)::timestamptz[],
+                                  \(requeue.platform)::text[])
+                           WITH ORDINALITY AS g(job_id, app_id, priority, seq, attempt, reason, not_before, platform, grp)
                         ON g.grp = t.grp
-                     GROUP BY g.grp, g.job_id, g.app_id, g.priority, g.seq, g.attempt, g.reason, g.not_before
+                     GROUP BY g.grp, g.job_id, g.app_id, g.priority, g.seq, g.attempt, g.reason, g.not_before, g.platform
                     """, on: connection)
             }
 
@@ -194,6 +195,7 @@ private struct RequeueBatch {
     var attempt: [Int32] = []
     var reason: [String] = []
     var notBefore: [Date] = []
+    var platform: [String] = []
 
     init(_ completions: [ChunkCompletion]) {
         for completion in completions {
@@ -206,6 +208,7 @@ private struct RequeueBatch {
                 attempt.append(Int32(clamping: batch.attempt))
                 reason.append(batch.lastReason ?? "")
                 notBefore.append(batch.notBefore)
+                platform.append(chunk.platform.rawValue)
                 let group = Int64(job.count)
                 for token in batch.tokens {
                     groupOfToken.append(group)

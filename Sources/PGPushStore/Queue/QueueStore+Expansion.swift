@@ -12,15 +12,17 @@ extension QueueStore {
 
     /// Expands up to `limit` due small jobs in one statement: explicit token lists and user audiences of at
     /// most `chunkSize` entries, the shape of transactional traffic ("your order shipped"). Their audience is
-    /// read once, here, into 'tokens' chunks, so sending them needs no further read. Returns how many jobs
-    /// were expanded; broadcasts are left to ``expandNextDueJob(chunkSize:)``.
+    /// read once, here, into 'tokens' chunks, so sending them needs no further read. A chunk holds one
+    /// platform's tokens: iOS devices of an app with an APNs credential, Android devices of an app with FCM.
+    /// Returns how many jobs were expanded; broadcasts are left to ``expandNextDueJob(chunkSize:)``.
     public func expandDueSmallJobs(chunkSize: Int, limit: Int) async throws -> Int {
         let size = max(1, chunkSize)
         let rows = try await run("""
             WITH due AS (
                 SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids,
                        EXISTS (SELECT 1 FROM push.apps a WHERE a.id = j.app_id
-                                  AND (a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL)) AS has_apns
+                                  AND (a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL)) AS has_apns,
+                       EXISTS (SELECT 1 FROM push.apps a WHERE a.id = j.app_id AND a.fcm_project_id IS NOT NULL) AS has_fcm
                   FROM push.jobs j
                  WHERE j.state = 'queued' AND j.send_at <= now()
                    AND (cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size))
@@ -29,23 +31,24 @@ extension QueueStore {
                  LIMIT \(limit)
                    FOR UPDATE OF j SKIP LOCKED
             ), audience AS (
-                -- APNs devices only, of apps with an APNs credential: Android devices wait for the FCM sender.
-                SELECT due.id AS job_id, t.token
+                SELECT due.id AS job_id, t.token, push.token_platform(t.token, due.has_apns, due.has_fcm) AS platform
                   FROM due CROSS JOIN LATERAL unnest(due.tokens) AS t(token)
-                 WHERE due.tokens IS NOT NULL AND push.token_platform(t.token, due.has_apns, false) = 'ios'
+                 WHERE due.tokens IS NOT NULL
                 UNION ALL
-                SELECT due.id, d.token
+                SELECT due.id, d.token, d.platform
                   FROM due JOIN push.devices d ON d.app_id = due.app_id AND d.user_id = ANY (due.user_ids)
-                 WHERE due.user_ids IS NOT NULL AND due.has_apns AND d.platform = 'ios'
+                 WHERE due.user_ids IS NOT NULL
+                   AND ((d.platform = 'ios' AND due.has_apns) OR (d.platform = 'android' AND due.has_fcm))
             ), numbered AS (
-                SELECT job_id, token, ((row_number() OVER (PARTITION BY job_id ORDER BY token) - 1) / \(size))::int AS seq
-                  FROM audience
+                SELECT job_id, token, platform,
+                       ((row_number() OVER (PARTITION BY job_id, platform ORDER BY token) - 1) / \(size))::int AS seq
+                  FROM audience WHERE platform IS NOT NULL
             ), inserted AS (
-                INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at)
+                INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at, platform)
                 SELECT n.job_id, due.app_id, due.priority, n.seq, 'tokens', array_agg(n.token ORDER BY n.token),
-                       count(*)::int, due.send_at
+                       count(*)::int, due.send_at, n.platform
                   FROM numbered n JOIN due ON due.id = n.job_id
-                 GROUP BY n.job_id, n.seq, due.app_id, due.priority, due.send_at
+                 GROUP BY n.job_id, n.platform, n.seq, due.app_id, due.priority, due.send_at
                 RETURNING job_id, estimated_tokens
             ), totals AS (
                 SELECT job_id, sum(estimated_tokens)::int8 AS total FROM inserted GROUP BY job_id
@@ -71,13 +74,14 @@ extension QueueStore {
     }
 
     /// Expands the most urgent due job into chunks, if there is one: a key range per `chunkSize` devices of the
-    /// audience, or slices of an explicit token list. It writes no per-token rows: a million devices become a
-    /// thousand small chunk rows. Returns `nil` when no queued job is due.
+    /// audience, or slices of an explicit token list, per platform the app has a credential for. It writes no
+    /// per-token rows: a million devices become a thousand small chunk rows. Returns `nil` when no queued job
+    /// is due.
     public func expandNextDueJob(chunkSize: Int) async throws -> Expansion? {
         try await transaction { connection in
             let due = try await self.run("""
                 SELECT j.id, j.app_id, j.priority, j.tokens IS NOT NULL, j.send_at, j.user_ids, j.tags,
-                       a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL
+                       a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL, a.fcm_project_id IS NOT NULL
                   FROM push.jobs j
                   JOIN push.apps a ON a.id = j.app_id AND a.paused_reason IS NULL
                  WHERE j.state = 'queued' AND j.send_at <= now()
@@ -86,21 +90,24 @@ extension QueueStore {
                    FOR UPDATE OF j SKIP LOCKED
                 """, on: connection)
             guard let row = due.first else { return nil }
-            let (jobID, appID, priority, explicit, sendAt, userIDs, tags, hasAPNs) =
-                try row.decode((Int64, String, Int, Bool, Date, [String]?, [String]?, Bool).self)
+            let (jobID, appID, priority, explicit, sendAt, userIDs, tags, hasAPNs, hasFCM) =
+                try row.decode((Int64, String, Int, Bool, Date, [String]?, [String]?, Bool, Bool).self)
             let size = max(1, chunkSize)
 
             let counts: [PostgresRow]
             if explicit {
                 counts = try await self.run("""
-                    WITH numbered AS (
-                        SELECT t.token, t.ord, ((t.ord - 1) / \(size))::int AS seq
+                    WITH typed AS (
+                        SELECT t.token, t.ord, push.token_platform(t.token, \(hasAPNs), \(hasFCM)) AS platform
                           FROM push.jobs j, unnest(j.tokens) WITH ORDINALITY AS t(token, ord)
-                         WHERE j.id = \(jobID) AND push.token_platform(t.token, \(hasAPNs), false) = 'ios'
+                         WHERE j.id = \(jobID)
+                    ), numbered AS (
+                        SELECT token, ord, platform, ((row_number() OVER (PARTITION BY platform ORDER BY ord) - 1) / \(size))::int AS seq
+                          FROM typed WHERE platform IS NOT NULL
                     ), inserted AS (
-                        INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at)
-                        SELECT \(jobID), \(appID), \(priority), seq, 'tokens', array_agg(token ORDER BY ord), count(*)::int, \(sendAt)
-                          FROM numbered GROUP BY seq
+                        INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at, platform)
+                        SELECT \(jobID), \(appID), \(priority), seq, 'tokens', array_agg(token ORDER BY ord), count(*)::int, \(sendAt), platform
+                          FROM numbered GROUP BY platform, seq
                         RETURNING estimated_tokens
                     )
                     SELECT coalesce(sum(estimated_tokens), 0)::int8, count(*)::int8 FROM inserted
@@ -112,22 +119,25 @@ extension QueueStore {
                 // scanning every device of the app.
                 counts = try await self.run("""
                     WITH audience AS (
-                        SELECT d.token, row_number() OVER (ORDER BY d.token) AS n, count(*) OVER () AS total
+                        SELECT d.token, d.platform,
+                               row_number() OVER (PARTITION BY d.platform ORDER BY d.token) AS n,
+                               count(*) OVER (PARTITION BY d.platform) AS total
                           FROM push.devices d
-                         WHERE d.app_id = \(appID) AND d.platform = 'ios' AND \(hasAPNs)
+                         WHERE d.app_id = \(appID)
+                           AND ((d.platform = 'ios' AND \(hasAPNs)) OR (d.platform = 'android' AND \(hasFCM)))
                            AND (\(userIDs)::text[] IS NULL OR d.user_id = ANY (\(userIDs)::text[]))
                            AND (\(tags)::text[] IS NULL OR d.tags && \(tags)::text[])
                     ), bounds AS (
-                        SELECT token, n, total FROM audience WHERE n % \(size) = 0 OR n = total
+                        SELECT token, platform, n, total FROM audience WHERE n % \(size) = 0 OR n = total
                     ), ranges AS (
-                        SELECT (row_number() OVER (ORDER BY token) - 1)::int AS seq,
-                               lag(token) OVER (ORDER BY token) AS lo,
+                        SELECT platform, (row_number() OVER (PARTITION BY platform ORDER BY token) - 1)::int AS seq,
+                               lag(token) OVER (PARTITION BY platform ORDER BY token) AS lo,
                                CASE WHEN n = total THEN NULL ELSE token END AS hi,
-                               (n - coalesce(lag(n) OVER (ORDER BY token), 0))::int AS estimated
+                               (n - coalesce(lag(n) OVER (PARTITION BY platform ORDER BY token), 0))::int AS estimated
                           FROM bounds
                     ), inserted AS (
-                        INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, lo_token, hi_token, estimated_tokens, next_attempt_at)
-                        SELECT \(jobID), \(appID), \(priority), seq, 'range', lo, hi, estimated, \(sendAt) FROM ranges
+                        INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, lo_token, hi_token, estimated_tokens, next_attempt_at, platform)
+                        SELECT \(jobID), \(appID), \(priority), seq, 'range', lo, hi, estimated, \(sendAt), platform FROM ranges
                         RETURNING estimated_tokens
                     )
                     SELECT coalesce(sum(estimated_tokens), 0)::int8, count(*)::int8 FROM inserted

@@ -19,17 +19,17 @@ extension QueueStore {
     public func apps() async throws -> [String: AppRecord] {
         let rows = try await run("""
             SELECT id, coalesce(topic, ''), environment, team_id, key_id, private_key_path, certificate_path, certificate_password_env,
-                   rate_limit, paused_reason
+                   rate_limit, paused_reason, fcm_project_id, fcm_service_account_path
               FROM push.apps
             """)
         var apps: [String: AppRecord] = [:]
         for row in rows {
-            let (id, topic, environment, teamID, keyID, keyPath, certificatePath, passwordEnv, rateLimit, paused) =
-                try row.decode((String, String, String, String?, String?, String?, String?, String?, Int?, String?).self)
+            let (id, topic, environment, teamID, keyID, keyPath, certificatePath, passwordEnv, rateLimit, paused, fcmProject, fcmAccount) =
+                try row.decode((String, String, String, String?, String?, String?, String?, String?, Int?, String?, String?, String?).self)
             apps[id] = AppRecord(
                 id: id, topic: topic, environment: environment, teamID: teamID, keyID: keyID,
                 privateKeyPath: keyPath, certificatePath: certificatePath, certificatePasswordEnv: passwordEnv,
-                rateLimit: rateLimit, pausedReason: paused)
+                rateLimit: rateLimit, pausedReason: paused, fcmProjectID: fcmProject, fcmServiceAccountPath: fcmAccount)
         }
         return apps
     }

@@ -45,3 +45,54 @@ extension QueueStore {
         }
     }
 }
+
+extension QueueStore {
+    /// The key of a service account's row in `push.provider_tokens`.
+    static func accessTokenKey(clientEmail: String) -> String { "fcm:" + clientEmail }
+
+    /// The fleet's current FCM access token for a service account (client email, private key id), if any.
+    public func sharedAccessToken(clientEmail: String, keyID: String) async throws -> FCMAccessToken? {
+        let rows = try await run("""
+            SELECT jwt, expires_at FROM push.provider_tokens
+             WHERE team_id = \(Self.accessTokenKey(clientEmail: clientEmail)) AND key_id = \(keyID) AND expires_at IS NOT NULL
+            """)
+        guard let row = rows.first else { return nil }
+        let (value, expiresAt) = try row.decode((String, Date).self)
+        return FCMAccessToken(value: value, expiresAt: expiresAt)
+    }
+
+    /// Replaces the fleet's FCM access token under a lock, so that of many workers deciding at once only one
+    /// exchanges an assertion: `decide` sees the token as it stands after the lock and returns it to keep it,
+    /// or a new one (from the token endpoint) to store. The lock is held while `decide` runs, so the others
+    /// wait for the new token instead of exchanging their own.
+    public func replaceSharedAccessToken(
+        clientEmail: String,
+        keyID: String,
+        _ decide: @escaping @Sendable (FCMAccessToken?) async throws -> FCMAccessToken
+    ) async throws -> FCMAccessToken {
+        let team = Self.accessTokenKey(clientEmail: clientEmail)
+        return try await transaction { connection in
+            try await self.run(
+                "SELECT pg_advisory_xact_lock(hashtextextended(\("provider-token:\(team):\(keyID)"), 0))", on: connection)
+            let rows = try await self.run("""
+                SELECT jwt, expires_at FROM push.provider_tokens
+                 WHERE team_id = \(team) AND key_id = \(keyID) AND expires_at IS NOT NULL
+                """, on: connection)
+            let current = try rows.first.map { row -> FCMAccessToken in
+                let (value, expiresAt) = try row.decode((String, Date).self)
+                return FCMAccessToken(value: value, expiresAt: expiresAt)
+            }
+            let chosen = try await decide(current)
+            if chosen != current {
+                try await self.run("""
+                    INSERT INTO push.provider_tokens (team_id, key_id, jwt, issued_at, minted_by, expires_at)
+                    VALUES (\(team), \(keyID), \(chosen.value), now(), \(self.workerID), \(chosen.expiresAt))
+                    ON CONFLICT (team_id, key_id) DO UPDATE
+                       SET jwt = EXCLUDED.jwt, issued_at = EXCLUDED.issued_at, minted_by = EXCLUDED.minted_by,
+                           expires_at = EXCLUDED.expires_at
+                    """, on: connection)
+            }
+            return chosen
+        }
+    }
+}

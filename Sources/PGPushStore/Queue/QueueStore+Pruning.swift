@@ -31,8 +31,9 @@ extension QueueStore {
     }
 
     /// Judges every app's window: where more than `share` of at least `minimumAnswers` recent answers were
-    /// BadDeviceToken, the app is probably pointed at the wrong environment: it is paused and its wrong-token
-    /// reports are suppressed (kept, never pruned on their own). Returns every app with answers in its window.
+    /// BadDeviceToken (APNs) or SENDER_ID_MISMATCH (FCM), the app is probably pointed at the wrong environment
+    /// or Firebase project: it is paused and its wrong-token reports are suppressed (kept, never pruned on
+    /// their own). Returns every app with answers in its window.
     public func judgeBadDeviceTokenValve(share: Double, minimumAnswers: Int) async throws -> [ValveState] {
         let rows = try await run("""
             WITH recent AS (\(unescaped: Self.answerWindow(minimumAnswers: minimumAnswers))),
@@ -41,8 +42,10 @@ extension QueueStore {
             ), paused AS (
                 UPDATE push.apps a
                    SET paused_reason = 'BadDeviceToken safety valve: ' || round(100.0 * t.bad / t.answered)
-                                       || '% of the app''s last ' || t.answered || ' answers were BadDeviceToken; '
-                                       || 'it is probably using the wrong APNs environment (' || a.environment || '). '
+                                       || '% of the app''s last ' || t.answered || ' answers were BadDeviceToken or SENDER_ID_MISMATCH; '
+                                       || 'it is probably using the wrong APNs environment (' || a.environment || ')'
+                                       || CASE WHEN a.fcm_project_id IS NOT NULL
+                                               THEN ' or the wrong Firebase project (' || a.fcm_project_id || ')' ELSE '' END || '. '
                                        || 'Fix it and resume the app, or confirm a stale audience with pgpush apps confirm-stale',
                        paused_at = now(), updated_at = now()
                   FROM tripped t
@@ -52,7 +55,7 @@ extension QueueStore {
                 UPDATE push.prune_candidates c SET suppressed = true
                   FROM tripped t
                  WHERE c.app_id = t.app_id AND NOT c.suppressed AND NOT c.confirmed
-                   AND c.reason IN ('BadDeviceToken', 'DeviceTokenNotForTopic')
+                   AND c.reason IN ('BadDeviceToken', 'DeviceTokenNotForTopic', 'SENDER_ID_MISMATCH', 'INVALID_ARGUMENT')
                 RETURNING c.app_id
             )
             SELECT r.app_id, r.answered, r.bad,
@@ -88,7 +91,7 @@ extension QueueStore {
         let decide = """
             SELECT c.id, c.app_id, c.token, c.reason, c.apns_timestamp, c.job_id
               FROM push.prune_candidates c
-             WHERE c.reason IN ('Unregistered', 'ExpiredToken') OR c.confirmed
+             WHERE c.reason IN ('Unregistered', 'ExpiredToken', 'UNREGISTERED') OR c.confirmed
                 OR (NOT c.suppressed AND c.app_id IN (
                         SELECT w.app_id FROM (\(Self.answerWindow(minimumAnswers: minimumAnswers))) w
                          WHERE w.answered >= \(Int(minimumAnswers)) AND w.bad <= \(Double(share)) * w.answered))

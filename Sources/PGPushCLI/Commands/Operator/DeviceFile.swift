@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PGPushStore
 
 /// The layouts `pgpush devices import` reads.
 enum DeviceFileFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
@@ -21,10 +22,7 @@ enum DeviceFileFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
     }
 }
 
-/// Which provider a device is reached through, as `push.devices.platform` holds it.
-enum DevicePlatform: String, ExpressibleByArgument, CaseIterable, Sendable {
-    case ios, android
-}
+extension DevicePlatform: ExpressibleByArgument {}
 
 /// One device to import, with the line of the file it came from (for error messages).
 struct DeviceRecord: Equatable, Sendable {

@@ -1,0 +1,67 @@
+import Foundation
+import PGPushAPNs
+import PGPushCore
+import PGPushStore
+
+/// What differs per provider when a chunk is sent: how each token's request is built and how an answer is
+/// classified. Everything else (gates, rate limits, retries, recording) is the same for APNs and FCM.
+struct ProviderRequests: Sendable {
+    private enum Kind: Sendable {
+        case apns(topic: String, appTopic: String, pushType: PushType, priority: APNsPriority?, expiration: Int64?,
+                  collapseID: String?, payload: [UInt8])
+        case fcm(path: String, builder: FCMRequestBodyBuilder, tokens: SharedFCMAccessTokenSource?)
+    }
+
+    private let kind: Kind
+
+    /// The reason recorded when a job's stored Android message cannot be sent (a damaged row).
+    static let invalidFCMMessage = "InvalidFCMMessage"
+    /// Token errors that the app's safety valve counts: many of them mean a credential for the wrong APNs
+    /// environment or the wrong Firebase project.
+    static let wrongCredentialReasons: Set<String> = ["BadDeviceToken", "SENDER_ID_MISMATCH", "INVALID_ARGUMENT"]
+
+    init(chunk: ClaimedChunk, sender: AppSender) throws {
+        let job = chunk.job
+        switch chunk.platform {
+        case .ios:
+            let pushType = PushType(rawValue: job.pushType) ?? .alert
+            kind = .apns(
+                topic: sender.topic(for: pushType), appTopic: sender.app.topic, pushType: pushType,
+                priority: APNsPriority(rawValue: job.apnsPriority), expiration: job.expiresAt.map { Int64($0.timeIntervalSince1970) },
+                collapseID: job.collapseID, payload: job.payload)
+        case .android:
+            guard let message = job.fcmMessage, let path = sender.fcmSendPath else {
+                throw PGPushError(.invalidInput, "the job has no Android message")
+            }
+            kind = .fcm(path: path, builder: try FCMRequestBodyBuilder(message: message), tokens: sender.fcmTokens)
+        }
+    }
+
+    func request(for token: String, apnsID: UUID) -> any PushRequest {
+        switch kind {
+        case .apns(let topic, _, let pushType, let priority, let expiration, let collapseID, let payload):
+            return APNsRequest(
+                deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+                collapseID: collapseID, apnsID: apnsID, payload: payload)
+        case .fcm(let path, let builder, _):
+            return FCMSendRequest(path: path, body: builder.body(forToken: token))
+        }
+    }
+
+    /// The answer's class, and the wait the provider asked for before a retry.
+    func classify(_ outcome: APNsOutcome) -> (DeliveryClass, Duration?) {
+        switch kind {
+        case .apns(let topic, let appTopic, _, _, _, _, _):
+            return (PGPushCore.classify(outcome, topic: topic, appTopic: appTopic), nil)
+        case .fcm(_, _, let tokens):
+            guard case .response(let answer) = outcome else { return (PGPushCore.classify(outcome), nil) }
+            let response = FCMResponse(status: answer.status, body: answer.body, retryAfter: answer.retryAfter, now: Date())
+            let classification = PGPushCore.classify(response)
+            // One refresh after a 401; a fresh token refused as well is the service account's problem.
+            if case .refreshProviderTokenAndRetry(let reason) = classification, tokens?.refreshDidNotHelp == true {
+                return (.configurationError(reason: "\(reason): FCM refused a freshly exchanged access token"), nil)
+            }
+            return (classification, response.retryAfter)
+        }
+    }
+}
