@@ -80,7 +80,7 @@ extension EndToEndTests {
                 #expect(status == 200)
                 let samples = try Self.parse(body)
                 let sends = samples.filter { $0.name == "pgpush_sends_total" }
-                #expect(sends.first { $0.labels["status"] == "200" && $0.labels["app"] == "app" }?.value == 300)
+                #expect(sends.first { $0.labels["status"] == "200" && $0.labels["app"] == "app" && $0.labels["provider"] == "apns" }?.value == 300)
                 #expect(sends.first { $0.labels["status"] == "410" && $0.labels["reason"] == "Unregistered" }?.value == 20)
                 for name in ["pgpush_send_duration_seconds_bucket", "pgpush_claim_duration_seconds_count", "pgpush_inflight_streams",
                              "pgpush_connections", "pgpush_queue_backlog_tokens", "pgpush_paused_apps",

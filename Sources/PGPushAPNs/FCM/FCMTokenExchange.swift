@@ -15,7 +15,7 @@ public struct FCMTokenExchange: Sendable {
     public var timeout: Duration
     public var eventLoopGroup: any EventLoopGroup
 
-    public init(additionalTrustRootsPEMFile: String? = nil, timeout: Duration = .seconds(20),
+    public init(additionalTrustRootsPEMFile: String? = nil, timeout: Duration = .seconds(10),
                 eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.additionalTrustRootsPEMFile = additionalTrustRootsPEMFile
         self.timeout = timeout

@@ -154,7 +154,8 @@ public final class APNsConnectionPool: Service, Sendable {
             guard response.status == 403, let reason = response.reason else { return nil }
             return (source, token, reason)
         case .bearer(let source):
-            guard response.status == 401 else { return nil }
+            // A 401 with an FCM error detail (THIRD_PARTY_AUTH_ERROR) is about another credential, not this token.
+            guard response.status == 401, !response.body.containsSequence(Self.fcmErrorDetail) else { return nil }
             return (source, token, Self.unauthenticated)
         case .certificate, .none:
             return nil
@@ -163,6 +164,7 @@ public final class APNsConnectionPool: Service, Sendable {
 
     /// The reason a bearer token's source hears when a request carrying it was answered 401.
     public static let unauthenticated = "UNAUTHENTICATED"
+    private static let fcmErrorDetail = Array("google.firebase.fcm.v1.FcmError".utf8)
 
     private func acquireSlot() async -> APNsSlotGrant {
         let fast: Result<APNsSlotGrant, Never>? = state.withLock { state in
@@ -295,5 +297,16 @@ public final class APNsConnectionPool: Service, Sendable {
         effects.perform(pingTimeout: .nanoseconds(configuration.pingTimeout.nanosecondsInt64)) { id, payload in
             self.pingTimedOut(id, payload)
         }
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Whether `needle` occurs in these bytes.
+    func containsSequence(_ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, count >= needle.count else { return needle.isEmpty }
+        for start in 0...(count - needle.count) where self[start] == needle[0] {
+            if self[start..<(start + needle.count)].elementsEqual(needle) { return true }
+        }
+        return false
     }
 }

@@ -66,6 +66,9 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
 
     @OptionGroup var simulatorLatency: SimulatorLatencyOptions
 
+    @Option(help: "Share of the devices that are Android, sent through the in-process FCM simulator (1 = FCM only).")
+    var androidShare: Double = 0
+
     @Option(help: "Give up after this many seconds.")
     var timeout: Double = 1800
 
@@ -87,6 +90,10 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
         if simulatorEndpoint == nil, keyFlags != 0 {
             throw ValidationError("--key-file, --team-id and --key-id only apply with --simulator-endpoint")
         }
+        guard (0...1).contains(androidShare) else { throw ValidationError("--android-share must be between 0 and 1") }
+        if simulatorEndpoint != nil, androidShare > 0 {
+            throw ValidationError("--android-share needs the in-process simulators, not --simulator-endpoint")
+        }
         if simulatorEndpoint != nil, simulatorLatency.latencyMs != nil {
             throw ValidationError("--latency-ms only applies to the in-process simulator, not with --simulator-endpoint")
         }
@@ -98,8 +105,10 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
             simulatorLatency: try simulatorLatency.latency)
         if let simulatorEndpoint, let simulatorCa { configuration.externalSimulator = (simulatorEndpoint, simulatorCa) }
         if let keyFile, let teamId, let keyId { configuration.externalKey = (keyFile, teamId, keyId) }
+        configuration.withAndroid = androidShare > 0
         let plan = BenchBroadcastPlan(
             devices: devices, workers: workers, latencySamples: latencySamples, timeout: .seconds(fromOption: timeout),
+            androidShare: androidShare,
             simulatorLatency: simulatorEndpoint == nil ? configuration.simulatorLatency : nil,
             progress: json ? nil : FileHandle.standardError)
         let report = try await BenchRun.run(mode: "broadcast", configuration: configuration, json: json) { try await plan.run(on: $0) }

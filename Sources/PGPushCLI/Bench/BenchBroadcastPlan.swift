@@ -7,6 +7,8 @@ struct BenchBroadcastPlan: Sendable {
     var workers: Int
     var latencySamples: Int
     var timeout: Duration
+    /// Share of the devices that are Android (FCM).
+    var androidShare: Double = 0
     /// The in-process simulator's answer delay, for the report; `nil` with an external simulator.
     var simulatorLatency: SimulatorLatency?
     /// Where progress lines go; `nil` keeps quiet (JSON output).
@@ -19,7 +21,7 @@ struct BenchBroadcastPlan: Sendable {
 
         try await rig.setUp()
         let registering = clock.now
-        try await rig.registerDevices(BroadcastRig.Devices(count: devices))
+        try await rig.registerDevices(BroadcastRig.Devices(count: devices, androidShare: androidShare))
         say("bench: \(devices) devices registered in \(String(format: "%.1f", (clock.now - registering).seconds)) s")
 
         // Phase 1: the broadcast, measured by the database's own timestamps.
@@ -48,6 +50,7 @@ struct BenchBroadcastPlan: Sendable {
         }
         return BenchBroadcastReport(
             devices: devices,
+            androidShare: androidShare,
             workers: workers,
             simulatorLatency: simulatorLatency,
             jobState: final.state,

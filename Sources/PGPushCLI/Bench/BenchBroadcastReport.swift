@@ -4,6 +4,8 @@ import PGPushSimulator
 /// What `pgpush bench broadcast` measured.
 struct BenchBroadcastReport: Sendable {
     var devices: Int
+    /// Share of the devices that were Android (sent through FCM).
+    var androidShare: Double = 0
     var workers: Int
     /// The in-process simulator's answer delay; `nil` with an external simulator.
     var simulatorLatency: SimulatorLatency?
@@ -57,7 +59,7 @@ struct BenchBroadcastReport: Sendable {
 
     var json: [String: Any] {
         [
-            "devices": devices, "workers": workers, "job_state": jobState, "tokens": tokens,
+            "devices": devices, "android_share": androidShare, "workers": workers, "job_state": jobState, "tokens": tokens,
             "simulator_latency_ms": jsonValue(simulatorLatency?.json),
             "delivered": delivered, "failed": failed, "job_seconds": jsonValue(jobSeconds),
             "tokens_per_second": jsonValue(tokensPerSecond),
@@ -78,6 +80,7 @@ struct BenchBroadcastReport: Sendable {
         func number(_ value: Double?, _ format: String) -> String { value.map { String(format: format, $0) } ?? "-" }
         var table = Table(["figure", "value"])
         table.append(["devices", String(devices)])
+        table.append(["android share (FCM)", String(format: "%.2f", androidShare)])
         table.append(["workers", String(workers)])
         table.append(["simulator latency", simulatorLatency?.label ?? "external simulator"])
         if workersReplaced > 0 { table.append(["workers replaced (exited on their own)", String(workersReplaced)]) }

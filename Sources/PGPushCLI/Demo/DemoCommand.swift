@@ -6,20 +6,23 @@ import Logging
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Run one broadcast end to end: throwaway PostgreSQL, APNs simulator, workers, live progress, summary.",
+        abstract: "Run one broadcast end to end: throwaway PostgreSQL, APNs and FCM simulators, workers, live progress, summary.",
         discussion: """
             Starts a throwaway PostgreSQL cluster (unless --database-url is given; needs the postgresql package),
-            the APNs simulator in this process, migrates, creates an app with a fresh P-256 key, registers
-            --devices devices (about 2 % dead: 410 Unregistered and registered long ago, so they are pruned;
-            about 0.5 % malformed: 400 BadDeviceToken), enqueues one broadcast and starts --workers
+            the APNs and FCM simulators in this process, migrates, creates an app with a fresh P-256 key and a
+            fresh Firebase service account, registers --devices devices (--android-share of the live ones
+            Android, 30 % by default; about 2 % dead: 410 Unregistered and registered long ago, so they are
+            pruned; about 0.5 % malformed: 400 BadDeviceToken), enqueues one broadcast and starts --workers
             `pgpush worker` processes. Progress is polled from push.job_progress every 250 ms. When the job
             ends and the pruner has caught up, the workers are stopped and a summary is printed: the job's
-            counts, outcomes by status and reason (push.delivery_stats), and what the simulator accepted.
+            counts, outcomes by platform, status and reason (push.delivery_stats), and what each simulator
+            accepted.
             Everything is removed afterwards, also on error or Ctrl-C.
 
             Examples:
               swift run -c release pgpush demo
               pgpush demo --devices 2000 --workers 1
+              pgpush demo --android-share 0          # iOS only
               pgpush demo --json | jq .job
 
             Exit codes: 0 the broadcast was delivered, 1 it failed or timed out, 130 interrupted, 64 bad usage.
@@ -34,6 +37,9 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Worker processes.")
     var workers: Int = 2
 
+    @Option(help: "Share of the live devices that are Android, reached through the FCM simulator (0 = iOS only).")
+    var androidShare: Double = 0.3
+
     @Option(help: "Give up after this many seconds.")
     var timeout: Double = 600
 
@@ -47,16 +53,18 @@ struct DemoCommand: AsyncParsableCommand {
         guard (1...50_000_000).contains(devices) else { throw ValidationError("--devices must be between 1 and 50000000") }
         guard (1...64).contains(workers) else { throw ValidationError("--workers must be between 1 and 64") }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        guard (0...1).contains(androidShare) else { throw ValidationError("--android-share must be between 0 and 1") }
     }
 
     func run() async throws {
         var logger = Logger(label: "pgpush.demo")
         logger.logLevel = .warning
         var rigConfiguration = BroadcastRig.Configuration(databaseURL: databaseUrl, appPrefix: "demo", logger: logger)
+        rigConfiguration.withAndroid = androidShare > 0
         if let chunkSize { rigConfiguration.workerArguments += ["--chunk-size", String(chunkSize)] }
         let rig = try BroadcastRig(configuration: rigConfiguration)
         let plan = DemoPlan(
-            devices: BroadcastRig.Devices(count: devices, deadShare: 0.02, badShare: 0.005), workers: workers,
+            devices: BroadcastRig.Devices(count: devices, deadShare: 0.02, badShare: 0.005, androidShare: androidShare), workers: workers,
             timeout: .seconds(fromOption: timeout), json: json)
         let summary: DemoSummary
         do {
@@ -95,7 +103,7 @@ struct DemoPlan: Sendable {
             ?? "pgpush demo: schema migrated on the given database, simulator running")
         let setupStart = clock.now
         try await rig.registerDevices(devices)
-        say("pgpush demo: registered \(devices.total) devices (\(devices.dead) dead, \(devices.bad) malformed) "
+        say("pgpush demo: registered \(devices.total) devices (\(devices.android) Android, \(devices.dead) dead, \(devices.bad) malformed) "
             + "in \(String(format: "%.1f", (clock.now - setupStart).seconds)) s")
 
         let job = try await rig.enqueue()
@@ -117,6 +125,7 @@ struct DemoPlan: Sendable {
             outcomes: try await rig.deliveryOutcomes(),
             devices: devices,
             ledger: rig.ledger,
+            fcmLedger: rig.fcmLedger,
             workers: reports,
             clusterDirectory: rig.clusterDirectory,
             elapsedSeconds: (clock.now - started).seconds)

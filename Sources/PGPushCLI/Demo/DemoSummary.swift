@@ -7,8 +7,10 @@ struct DemoSummary: Sendable {
     var jobSeconds: Double?
     var outcomes: [DeliveryOutcome]
     var devices: BroadcastRig.Devices
-    /// Accepted notifications and duplicated tokens according to the simulator's ledger.
+    /// Accepted notifications and duplicated tokens according to the simulators' ledgers (APNs and FCM).
     var ledger: (accepted: Int, duplicates: Int)?
+    /// The FCM simulator's part of the ledger, when the audience has Android devices.
+    var fcmLedger: (accepted: Int, duplicates: Int)? = nil
     var workers: [WorkerProcess.Report]
     /// The throwaway cluster's directory (removed by the time the summary is printed).
     var clusterDirectory: String?
@@ -26,9 +28,9 @@ struct DemoSummary: Sendable {
             String(job.pruned), String(job.pending), jobSeconds.map { String(format: "%.2f", $0) },
             tokensPerSecond.map { String(format: "%.0f", $0) },
         ])
-        var outcomeTable = Table(["status", "reason", "count"])
+        var outcomeTable = Table(["platform", "status", "reason", "count"])
         for outcome in outcomes {
-            outcomeTable.append([String(outcome.status), outcome.reason, String(outcome.count)])
+            outcomeTable.append([outcome.platform, String(outcome.status), outcome.reason, String(outcome.count)])
         }
         var workerTable = Table(["worker", "exit", "tokens sent", "statements", "peak RSS MB"])
         for worker in workers {
@@ -40,12 +42,15 @@ struct DemoSummary: Sendable {
         }
         var simulator = Table(["simulator", "count"])
         if let ledger {
-            simulator.append(["accepted", String(ledger.accepted)])
+            let fcm = fcmLedger ?? (0, 0)
+            simulator.append(["APNs accepted", String(ledger.accepted - fcm.accepted)])
+            if fcmLedger != nil { simulator.append(["FCM accepted", String(fcm.accepted)]) }
             simulator.append(["duplicates", String(ledger.duplicates)])
         }
         return [
             "",
-            "Devices: \(devices.total) registered (\(devices.live) live, \(devices.dead) dead, \(devices.bad) malformed)",
+            "Devices: \(devices.total) registered (\(devices.live) live, \(devices.dead) dead, \(devices.bad) malformed; "
+                + "\(devices.total - devices.android) iOS, \(devices.android) Android)",
             "", jobTable.render(), "", outcomeTable.render(), "", simulator.render(), "", workerTable.render(), "",
             "Finished in \(String(format: "%.1f", elapsedSeconds)) s; "
                 + (clusterDirectory.map { "throwaway cluster \($0) removed." } ?? "database left in place."),
@@ -62,7 +67,11 @@ struct DemoSummary: Sendable {
             "cluster_directory": jsonValue(clusterDirectory),
             "elapsed_seconds": elapsedSeconds,
         ]
-        object["simulator"] = ledger.map { ["accepted": $0.accepted, "duplicates": $0.duplicates] } ?? NSNull()
+        object["simulator"] = ledger.map { ledger -> [String: Any] in
+            let fcm = fcmLedger ?? (0, 0)
+            return ["accepted": ledger.accepted, "duplicates": ledger.duplicates,
+                    "apns_accepted": ledger.accepted - fcm.accepted, "fcm_accepted": fcm.accepted]
+        } ?? NSNull()
         return object
     }
 }

@@ -6,8 +6,9 @@ struct DeliveryOutcome: Sendable {
     var status: Int
     var reason: String?
     var count: Int64
+    var platform: String = "ios"
 
-    var json: [String: Any] { ["status": status, "reason": jsonValue(reason), "count": count] }
+    var json: [String: Any] { ["status": status, "reason": jsonValue(reason), "count": count, "platform": platform] }
 }
 
 extension BroadcastRig {
@@ -20,9 +21,16 @@ extension BroadcastRig {
         guard let row = rows.first else { return nil }
         let (id, app, state, total, delivered, failed, pruned, pending, expired) =
             try row.decode((Int64, String, String, Int64?, Int64, Int64, Int64, Int64, Int64).self)
-        return JobSnapshot(
+        var snapshot = JobSnapshot(
             jobID: id, appID: app, state: state, total: total, delivered: delivered, failed: failed,
             pruned: pruned, pending: pending, expired: expired)
+        if configuration.withAndroid {
+            let split = try await query("""
+                SELECT platform, count(*) FROM push.deliveries WHERE job_id = \(job) AND status = 200 GROUP BY platform
+                """)
+            snapshot.deliveredByPlatform = try Dictionary(uniqueKeysWithValues: split.map { try $0.decode((String, Int64).self) })
+        }
+        return snapshot
     }
 
     /// Polls the job every `interval` until it ends, handing each snapshot to `observe`; throws after `timeout`
@@ -61,12 +69,12 @@ extension BroadcastRig {
     /// This app's outcomes by status and reason (all days).
     func deliveryOutcomes() async throws -> [DeliveryOutcome] {
         let rows = try await query("""
-            SELECT status::int, reason, sum(count)::bigint FROM push.delivery_stats
-             WHERE app_id = \(appID) GROUP BY status, reason ORDER BY status, reason NULLS FIRST
+            SELECT status::int, reason, sum(count)::bigint, platform FROM push.delivery_stats
+             WHERE app_id = \(appID) GROUP BY platform, status, reason ORDER BY platform DESC, status, reason NULLS FIRST
             """)
         return try rows.map { row in
-            let (status, reason, count) = try row.decode((Int, String?, Int64).self)
-            return DeliveryOutcome(status: status, reason: reason, count: count)
+            let (status, reason, count, platform) = try row.decode((Int, String?, Int64, String).self)
+            return DeliveryOutcome(status: status, reason: reason, count: count, platform: platform)
         }
     }
 

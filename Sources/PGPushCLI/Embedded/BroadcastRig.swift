@@ -1,4 +1,5 @@
 import Crypto
+import CryptoExtras
 import Foundation
 import Logging
 import PGPushSimulator
@@ -7,7 +8,8 @@ import PostgresNIO
 
 /// Everything one end-to-end broadcast needs, owned in one place so it can all be torn down: a database
 /// (throwaway cluster or the caller's), the APNs simulator (in-process or external), an app with a fresh P-256
-/// key, its devices, and `pgpush worker` child processes.
+/// key, its devices, and `pgpush worker` child processes. With Android devices, also the FCM simulator
+/// in-process and a fresh service account the app holds.
 ///
 /// Used by `pgpush demo` and `pgpush bench broadcast`. ``cleanup()`` is idempotent and runs on every exit path.
 final class BroadcastRig: @unchecked Sendable {
@@ -26,6 +28,9 @@ final class BroadcastRig: @unchecked Sendable {
         var logger: Logger
         /// How long the in-process simulator waits before each answer (ignored with an external simulator).
         var simulatorLatency: SimulatorLatency = .none
+        /// Whether the app has Android devices too: the FCM simulator runs in-process (not with an external
+        /// APNs simulator) and the app gets an FCM credential.
+        var withAndroid = false
     }
 
     /// How many devices of each kind were registered.
@@ -33,16 +38,20 @@ final class BroadcastRig: @unchecked Sendable {
         var live: Int
         var dead: Int
         var bad: Int
+        /// Of the live devices, how many are Android (FCM); the rest are iOS.
+        var android: Int = 0
         var total: Int { live + dead + bad }
 
-        /// `count` devices of which ~`deadShare` are dead (410) and ~`badShare` malformed (BadDeviceToken).
-        init(count: Int, deadShare: Double = 0, badShare: Double = 0) {
+        /// `count` devices of which ~`deadShare` are dead (410) and ~`badShare` malformed (BadDeviceToken), and
+        /// ~`androidShare` of the live ones Android.
+        init(count: Int, deadShare: Double = 0, badShare: Double = 0, androidShare: Double = 0) {
             dead = Int(Double(count) * deadShare)
             bad = Int(Double(count) * badShare)
             live = count - dead - bad
+            android = Int((Double(live) * min(max(androidShare, 0), 1)).rounded())
         }
 
-        var json: [String: Any] { ["total": total, "live": live, "dead": dead, "bad": bad] }
+        var json: [String: Any] { ["total": total, "live": live, "dead": dead, "bad": bad, "android": android, "ios": total - android] }
     }
 
     let configuration: Configuration
@@ -51,6 +60,8 @@ final class BroadcastRig: @unchecked Sendable {
     let directory: String
     private(set) var cluster: ThrowawayPostgres?
     private(set) var simulator: APNsSimulator?
+    private(set) var fcmSimulator: FCMSimulator?
+    private var fcmEndpoint: String?
     private(set) var connection: PostgresConnection?
     private(set) var workers: [WorkerProcess] = []
     private var endpoint = ""
@@ -104,6 +115,42 @@ final class BroadcastRig: @unchecked Sendable {
             INSERT INTO push.apps (id, topic, environment, team_id, key_id, private_key_path)
             VALUES (\(appID), 'com.example.pgpush-demo', 'production', \(teamID), \(keyID), \(keyPath))
             """)
+        if configuration.withAndroid { try await setUpFCM() }
+    }
+
+    /// The FCM simulator in-process (sharing the APNs simulator's CA) and a fresh service account for the app.
+    private func setUpFCM() async throws {
+        guard configuration.externalSimulator == nil else {
+            throw EmbeddedError("Android devices need the in-process simulators; drop --simulator-endpoint")
+        }
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let projectID = "pgpush-demo"
+        let clientEmail = "pgpush-demo@pgpush-demo.iam.gserviceaccount.com"
+        var fcmConfiguration = FCMSimulatorConfiguration()
+        fcmConfiguration.certificateDirectory = "\(directory)/simulator"
+        fcmConfiguration.serviceAccounts = [FCMSimulatorServiceAccount(
+            clientEmail: clientEmail, projectID: projectID, publicKey: key.publicKey, privateKeyID: "demo-key")]
+        fcmConfiguration.faults.latency = configuration.simulatorLatency
+        // FCM's own limit is not published; Google's front ends commonly allow about 100 streams.
+        fcmConfiguration.maxConcurrentStreams = 1000
+        var simulatorLogger = logger
+        simulatorLogger.logLevel = .warning
+        let simulator = FCMSimulator(configuration: fcmConfiguration, logger: simulatorLogger)
+        lock.withLock { self.fcmSimulator = simulator }
+        let port = try await simulator.start()
+        fcmEndpoint = "https://127.0.0.1:\(port)"
+        let account: [String: String] = [
+            "type": "service_account", "project_id": projectID, "private_key_id": "demo-key",
+            "private_key": key.pkcs8PEMRepresentation, "client_email": clientEmail,
+            "token_uri": "https://127.0.0.1:\(port)/token",
+        ]
+        let path = "\(directory)/firebase-service-account.json"
+        guard FileManager.default.createFile(
+            atPath: path, contents: try JSONSerialization.data(withJSONObject: account), attributes: [.posixPermissions: 0o600])
+        else { throw EmbeddedError("cannot write the service account to \(path)") }
+        try await run("""
+            UPDATE push.apps SET fcm_project_id = \(projectID), fcm_service_account_path = \(path) WHERE id = \(appID)
+            """)
     }
 
     /// The .p8 key the workers sign with: the external one, or a new P-256 key written to the rig's directory.
@@ -124,7 +171,13 @@ final class BroadcastRig: @unchecked Sendable {
     func registerDevices(_ devices: Devices) async throws {
         try await run("""
             INSERT INTO push.devices (app_id, token)
-            SELECT \(appID), lpad(to_hex(g), 64, '0') FROM generate_series(1, \(devices.live)) g
+            SELECT \(appID), lpad(to_hex(g), 64, '0') FROM generate_series(1, \(devices.live - devices.android)) g
+            """)
+        // Android registration tokens look like FCM's: an instance id, a colon, and a long opaque part.
+        try await run("""
+            INSERT INTO push.devices (app_id, token, platform)
+            SELECT \(appID), 'fcm' || lpad(to_hex(g), 19, '0') || ':APA91b' || md5(g::text) || md5((g + 1)::text), 'android'
+              FROM generate_series(1, \(devices.android)) g
             """)
         try await run("""
             INSERT INTO push.devices (app_id, token, registered_at)
@@ -161,10 +214,13 @@ final class BroadcastRig: @unchecked Sendable {
     }
 
     private func startWorker(id: String) throws {
-        let arguments = [
+        var arguments = [
             "--database-url", databaseURL, "--apns-endpoint", endpoint, "--apns-ca-file", caFile,
             "--metrics-port=-1", "--maintenance-interval", "1",
         ] + configuration.workerArguments
+        if let fcmEndpoint, let fcmCA = lock.withLock({ fcmSimulator?.caCertificatePath }) {
+            arguments += ["--fcm-endpoint", fcmEndpoint, "--fcm-ca-file", fcmCA]
+        }
         let worker = try WorkerProcess(id: id, arguments: arguments, logPath: "\(directory)/\(id).log")
         lock.withLock { workers.append(worker) }
     }
@@ -225,11 +281,13 @@ final class BroadcastRig: @unchecked Sendable {
     /// Workers, simulator, connection, cluster and temporary files, in that order. Safe to call more than once.
     func cleanup() async {
         _ = await stopWorkers()
-        let (simulator, connection, cluster) = lock.withLock { () -> (APNsSimulator?, PostgresConnection?, ThrowawayPostgres?) in
-            defer { self.simulator = nil; self.connection = nil; self.cluster = nil }
-            return (self.simulator, self.connection, self.cluster)
+        let (simulator, fcmSimulator, connection, cluster) = lock.withLock {
+            () -> (APNsSimulator?, FCMSimulator?, PostgresConnection?, ThrowawayPostgres?) in
+            defer { self.simulator = nil; self.fcmSimulator = nil; self.connection = nil; self.cluster = nil }
+            return (self.simulator, self.fcmSimulator, self.connection, self.cluster)
         }
         await simulator?.shutdown()
+        await fcmSimulator?.shutdown()
         try? await connection?.close()
         cluster?.stop()
         if configuration.databaseURL != nil, let connection = try? await reconnectForCleanup() {
@@ -250,9 +308,16 @@ final class BroadcastRig: @unchecked Sendable {
         try await connectToDatabase(try DatabaseURL(databaseURL), id: id, logger: logger)
     }
 
-    /// The simulator's accepted count and duplicated tokens, when it runs in-process.
+    /// The simulators' accepted count and duplicated tokens, when they run in-process (APNs and FCM together).
     var ledger: (accepted: Int, duplicates: Int)? {
         guard let simulator = lock.withLock({ self.simulator }) else { return nil }
+        let fcm = fcmLedger ?? (0, 0)
+        return (simulator.ledger.acceptedCount + fcm.accepted, simulator.ledger.duplicates.count + fcm.duplicates)
+    }
+
+    /// The FCM simulator's part of ``ledger``.
+    var fcmLedger: (accepted: Int, duplicates: Int)? {
+        guard let simulator = lock.withLock({ self.fcmSimulator }) else { return nil }
         return (simulator.ledger.acceptedCount, simulator.ledger.duplicates.count)
     }
 

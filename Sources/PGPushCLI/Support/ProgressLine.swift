@@ -11,6 +11,8 @@ struct JobSnapshot: Equatable, Sendable {
     var pruned: Int64
     var pending: Int64
     var expired: Int64
+    /// Delivered per platform ("ios", "android"), when the job reaches both.
+    var deliveredByPlatform: [String: Int64]? = nil
 
     /// Final outcomes so far (delivered or failed); `pruned` is a consequence of failures, not an extra outcome.
     var processed: Int64 { delivered + failed }
@@ -66,7 +68,11 @@ struct ProgressLine {
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: barWidth - filled)
         var line = "job \(snapshot.jobID) \(snapshot.state.padding(toLength: 9, withPad: " ", startingAt: 0))"
         line += " [\(bar)] \(String(format: "%3d", Int(fraction * 100)))%"
-        line += "  delivered \(snapshot.delivered)  failed \(snapshot.failed)  pruned \(snapshot.pruned)"
+        line += "  delivered \(snapshot.delivered)"
+        if let split = snapshot.deliveredByPlatform {
+            line += " (iOS \(split["ios"] ?? 0), Android \(split["android"] ?? 0))"
+        }
+        line += "  failed \(snapshot.failed)  pruned \(snapshot.pruned)"
         line += "  pending \(snapshot.pending)"
         line += "  \(rate.map { String(format: "%.1f", $0) } ?? "-")/s"
         line += "  ETA \(eta(for: snapshot).map(Self.duration) ?? "-")"

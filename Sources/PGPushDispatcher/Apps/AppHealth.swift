@@ -2,8 +2,9 @@ import Logging
 import PGPushStore
 import Synchronization
 
-/// Counts configuration errors per app and pauses an app after the first few, so a wrong credential or topic
-/// never burns through a broadcast. The pause itself is written by the worker loop (``drainPauses()``).
+/// Counts configuration errors per app and provider and pauses the app after the first few in a row, so a
+/// wrong credential or topic never burns through a broadcast. Counted per provider: an app's APNs successes
+/// must not hide its FCM credential being refused. The pause itself is written by the worker loop (``drainPauses()``).
 final class AppHealth: Sendable {
     private struct State {
         var errors: [String: Int] = [:]
@@ -26,16 +27,18 @@ final class AppHealth: Sendable {
         state.withLock { $0.paused.contains(app) }
     }
 
-    func recordSuccess(_ app: String) {
+    func recordSuccess(_ app: String, provider: String = "apns") {
+        let key = app + "|" + provider
         state.withLock { state in
-            if state.errors[app] != nil { state.errors[app] = 0 }
+            if state.errors[key] != nil { state.errors[key] = 0 }
         }
     }
 
-    func recordConfigurationError(_ app: String, reason: String) {
+    func recordConfigurationError(_ app: String, provider: String = "apns", reason: String) {
+        let key = app + "|" + provider
         state.withLock { state in
-            let count = (state.errors[app] ?? 0) + 1
-            state.errors[app] = count
+            let count = (state.errors[key] ?? 0) + 1
+            state.errors[key] = count
             state.lastReason[app] = reason
             if count >= threshold && !state.paused.contains(app) {
                 state.paused.insert(app)
@@ -68,7 +71,7 @@ final class AppHealth: Sendable {
             for app in state.paused
             where !pausedInDatabase.contains(app) && state.pendingPauses[app] == nil && !state.writing.contains(app) {
                 state.paused.remove(app)
-                state.errors[app] = 0
+                state.errors = state.errors.filter { !$0.key.hasPrefix(app + "|") }
             }
             state.paused.formUnion(pausedInDatabase)
         }

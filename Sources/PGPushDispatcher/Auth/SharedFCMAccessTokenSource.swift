@@ -60,7 +60,8 @@ public actor SharedFCMAccessTokenSource: ProviderTokenSource {
     }
 
     public func reportRejected(_ token: ProviderToken, reason: String) async {
-        guard reason == APNsConnectionPool.unauthenticated else { return }
+        // A 401 for a token already replaced (its request was in flight) says nothing about the current one.
+        guard reason == APNsConnectionPool.unauthenticated, token.jwt == cached?.jwt else { return }
         if token == fetchedAfterRejection {
             refusedAfterRefresh.withLock { $0 = true }
         }
@@ -69,20 +70,22 @@ public actor SharedFCMAccessTokenSource: ProviderTokenSource {
     }
 
     private func refresh() async throws -> ProviderToken {
-        let now = clock.now()
         let rejectedValue = rejected?.jwt
-        let shared = try await store.sharedAccessToken(clientEmail: account.clientEmail, keyID: account.privateKeyID)
-        if let shared, let token = Optional(wrap(shared, now: now)), !isDue(token), shared.value != rejectedValue {
-            return adopt(token, afterRejection: rejectedValue != nil)
+        if let shared = try await store.sharedAccessToken(clientEmail: account.clientEmail, keyID: account.privateKeyID) {
+            let token = wrap(shared.token, issuedAt: shared.issuedAt)
+            if !policy.needsRefresh(token, now: clock.now()), shared.token.value != rejectedValue {
+                return adopt(token, afterRejection: rejectedValue != nil)
+            }
         }
         let (account, exchange, logger, policy, clock) = (self.account, self.exchange, self.logger, self.policy, self.clock)
         let exchanged = Mutex(false)
-        let chosen: FCMAccessToken
+        let chosen: (token: FCMAccessToken, issuedAt: Date)
         do {
             chosen = try await store.replaceSharedAccessToken(clientEmail: account.clientEmail, keyID: account.privateKeyID) { current in
                 let now = clock.now()
+                // Another worker exchanged while this one waited for the lock: its token is fresh (just issued).
                 if let current, current.value != rejectedValue,
-                   !policy.needsRefresh(Self.wrap(current, account: account, now: now), now: now) {
+                   !policy.needsRefresh(Self.wrap(current, account: account, issuedAt: now), now: now) {
                     return current
                 }
                 exchanged.withLock { $0 = true }
@@ -95,12 +98,17 @@ public actor SharedFCMAccessTokenSource: ProviderTokenSource {
             exchangeCount += 1
             logger.info("exchanged a service-account assertion for an FCM access token", metadata: ["client": "\(account.clientEmail)"])
         }
-        return adopt(wrap(chosen, now: clock.now()), afterRejection: rejectedValue != nil)
+        return adopt(wrap(chosen.token, issuedAt: chosen.issuedAt), afterRejection: rejectedValue != nil)
     }
 
+    /// Takes a new token into use. The rejection state is about the token it replaces: a token fetched
+    /// because of a 401 is remembered (a 401 for it too means refreshing does not help); any other adoption
+    /// forgets the rejections.
     private func adopt(_ token: ProviderToken, afterRejection: Bool) -> ProviderToken {
         cached = token
-        if afterRejection { fetchedAfterRejection = token }
+        rejected = nil
+        fetchedAfterRejection = afterRejection ? token : nil
+        refusedAfterRefresh.withLock { $0 = false }
         atHand.publish(token)
         return token
     }
@@ -109,16 +117,14 @@ public actor SharedFCMAccessTokenSource: ProviderTokenSource {
         token == rejected || policy.needsRefresh(token, now: clock.now())
     }
 
-    private func wrap(_ token: FCMAccessToken, now: Date) -> ProviderToken {
-        Self.wrap(token, account: account, now: now)
+    private func wrap(_ token: FCMAccessToken, issuedAt: Date) -> ProviderToken {
+        Self.wrap(token, account: account, issuedAt: issuedAt)
     }
 
-    /// An access token in the shape the transport takes: `Bearer <token>`, with its expiry. It counts as
-    /// issued when this worker adopted it (at most an hour before it expires, Google's lifetime), so the
-    /// refresh margin is taken from what is left of it.
-    static func wrap(_ token: FCMAccessToken, account: FCMServiceAccount, now: Date) -> ProviderToken {
-        let issued = max(token.expiresAt.addingTimeInterval(-3600), min(now, token.expiresAt))
-        return ProviderToken(jwt: token.value, issuedAt: issued, teamID: "fcm:" + account.clientEmail,
-                             keyID: account.privateKeyID, authorizationScheme: "Bearer", expiresAt: token.expiresAt)
+    /// An access token in the shape the transport takes: `Bearer <token>`, with when it was issued and when it
+    /// expires, so the refresh margin is a share of its whole lifetime.
+    static func wrap(_ token: FCMAccessToken, account: FCMServiceAccount, issuedAt: Date) -> ProviderToken {
+        ProviderToken(jwt: token.value, issuedAt: min(issuedAt, token.expiresAt), teamID: "fcm:" + account.clientEmail,
+                      keyID: account.privateKeyID, authorizationScheme: "Bearer", expiresAt: token.expiresAt)
     }
 }

@@ -124,10 +124,10 @@ struct ChunkProcessor: Sendable {
                 // must stop sending after its first few errors.
                 let (classification, retryAfter) = provider.classify(outcome)
                 switch classification {
-                case .configurationError(let reason): appHealth.recordConfigurationError(appID, reason: reason)
+                case .configurationError(let reason): appHealth.recordConfigurationError(appID, provider: provider.name, reason: reason)
                 case .jobError(let reason):
                     if verdicts.recordJobError(jobID, reason: reason) { metrics.jobsFailedByJobError.increment() }
-                case .delivered: appHealth.recordSuccess(appID)
+                case .delivered: appHealth.recordSuccess(appID, provider: provider.name)
                 default: break
                 }
                 // A deadline that passed means APNs (or the path to it) is saturated as surely as a 503 does.
@@ -141,7 +141,7 @@ struct ChunkProcessor: Sendable {
         for answer in await answers.all() {
             handle(answer, chunk: chunk, job: job, into: &tally)
         }
-        metrics.recordSends(app: chunk.appID, tally.sends)
+        metrics.recordSends(app: chunk.appID, provider: chunk.platform.provider, tally.sends)
         return finish(tally, chunk: chunk, job: job, completion: completion)
     }
 
@@ -213,6 +213,8 @@ struct ChunkProcessor: Sendable {
         }
     }
 
+    static let maximumRetryAfterSeconds: Int64 = 3600
+
     /// The time an FCM answer stands in for APNs' token timestamp in the pruner's re-registration rule.
     private func fcmAnswerTime(_ chunk: ClaimedChunk, _ sentAt: Date) -> Date? {
         chunk.platform == .android ? sentAt : nil
@@ -236,7 +238,11 @@ struct ChunkProcessor: Sendable {
             case .retry(let backoff):
                 metrics.retries.increment(by: tally.transient.count)
                 // The provider's Retry-After wins over a shorter backoff.
-                let at = tally.retryAfter.map { max(backoff, now.addingTimeInterval(Double($0.components.seconds))) } ?? backoff
+                // A Retry-After beyond an hour is capped: a tenant's quota error must not park tokens for years
+                // (or past what a timestamp holds).
+                let at = tally.retryAfter.map {
+                    max(backoff, now.addingTimeInterval(Double(min(max($0.components.seconds, 0), Self.maximumRetryAfterSeconds))))
+                } ?? backoff
                 completion.requeued.append(RequeuedTokens(
                     tokens: tally.transient.map(\.token), attempt: chunk.attempt + 1, notBefore: at,
                     lastReason: tally.transient.last?.reason))

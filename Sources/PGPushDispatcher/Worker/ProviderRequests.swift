@@ -14,6 +14,12 @@ struct ProviderRequests: Sendable {
 
     private let kind: Kind
 
+    /// The provider's name, as metrics and the app's health label it.
+    var name: String {
+        if case .apns = kind { return "apns" }
+        return "fcm"
+    }
+
     /// The reason recorded when a job's stored Android message cannot be sent (a damaged row).
     static let invalidFCMMessage = "InvalidFCMMessage"
     /// Token errors that the app's safety valve counts: many of them mean a credential for the wrong APNs

@@ -22,7 +22,8 @@ extension QueueStore {
                 SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids,
                        EXISTS (SELECT 1 FROM push.apps a WHERE a.id = j.app_id
                                   AND (a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL)) AS has_apns,
-                       EXISTS (SELECT 1 FROM push.apps a WHERE a.id = j.app_id AND a.fcm_project_id IS NOT NULL) AS has_fcm
+                       -- A job enqueued before its app had FCM has no Android message to send.
+                       j.fcm IS NOT NULL AND EXISTS (SELECT 1 FROM push.apps a WHERE a.id = j.app_id AND a.fcm_project_id IS NOT NULL) AS has_fcm
                   FROM push.jobs j
                  WHERE j.state = 'queued' AND j.send_at <= now()
                    AND (cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size))
@@ -81,7 +82,7 @@ extension QueueStore {
         try await transaction { connection in
             let due = try await self.run("""
                 SELECT j.id, j.app_id, j.priority, j.tokens IS NOT NULL, j.send_at, j.user_ids, j.tags,
-                       a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL, a.fcm_project_id IS NOT NULL
+                       a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL, a.fcm_project_id IS NOT NULL AND j.fcm IS NOT NULL
                   FROM push.jobs j
                   JOIN push.apps a ON a.id = j.app_id AND a.paused_reason IS NULL
                  WHERE j.state = 'queued' AND j.send_at <= now()

@@ -50,15 +50,16 @@ extension QueueStore {
     /// The key of a service account's row in `push.provider_tokens`.
     static func accessTokenKey(clientEmail: String) -> String { "fcm:" + clientEmail }
 
-    /// The fleet's current FCM access token for a service account (client email, private key id), if any.
-    public func sharedAccessToken(clientEmail: String, keyID: String) async throws -> FCMAccessToken? {
+    /// The fleet's current FCM access token for a service account (client email, private key id), if any,
+    /// with when it was issued.
+    public func sharedAccessToken(clientEmail: String, keyID: String) async throws -> (token: FCMAccessToken, issuedAt: Date)? {
         let rows = try await run("""
-            SELECT jwt, expires_at FROM push.provider_tokens
+            SELECT jwt, expires_at, issued_at FROM push.provider_tokens
              WHERE team_id = \(Self.accessTokenKey(clientEmail: clientEmail)) AND key_id = \(keyID) AND expires_at IS NOT NULL
             """)
         guard let row = rows.first else { return nil }
-        let (value, expiresAt) = try row.decode((String, Date).self)
-        return FCMAccessToken(value: value, expiresAt: expiresAt)
+        let (value, expiresAt, issuedAt) = try row.decode((String, Date, Date).self)
+        return (FCMAccessToken(value: value, expiresAt: expiresAt), issuedAt)
     }
 
     /// Replaces the fleet's FCM access token under a lock, so that of many workers deciding at once only one
@@ -69,21 +70,25 @@ extension QueueStore {
         clientEmail: String,
         keyID: String,
         _ decide: @escaping @Sendable (FCMAccessToken?) async throws -> FCMAccessToken
-    ) async throws -> FCMAccessToken {
+    ) async throws -> (token: FCMAccessToken, issuedAt: Date) {
         let team = Self.accessTokenKey(clientEmail: clientEmail)
         return try await transaction { connection in
+            // The lock is held while one worker exchanges (up to the exchange's timeout); the others wait for it
+            // rather than fail on the worker's usual 5-second lock timeout.
+            try await self.run("SET LOCAL lock_timeout = '30s'", on: connection)
             try await self.run(
                 "SELECT pg_advisory_xact_lock(hashtextextended(\("provider-token:\(team):\(keyID)"), 0))", on: connection)
             let rows = try await self.run("""
-                SELECT jwt, expires_at FROM push.provider_tokens
+                SELECT jwt, expires_at, issued_at FROM push.provider_tokens
                  WHERE team_id = \(team) AND key_id = \(keyID) AND expires_at IS NOT NULL
                 """, on: connection)
-            let current = try rows.first.map { row -> FCMAccessToken in
-                let (value, expiresAt) = try row.decode((String, Date).self)
-                return FCMAccessToken(value: value, expiresAt: expiresAt)
+            let current = try rows.first.map { row -> (FCMAccessToken, Date) in
+                let (value, expiresAt, issuedAt) = try row.decode((String, Date, Date).self)
+                return (FCMAccessToken(value: value, expiresAt: expiresAt), issuedAt)
             }
-            let chosen = try await decide(current)
-            if chosen != current {
+            let chosen = try await decide(current?.0)
+            if let current, chosen == current.0 { return current }
+            do {
                 try await self.run("""
                     INSERT INTO push.provider_tokens (team_id, key_id, jwt, issued_at, minted_by, expires_at)
                     VALUES (\(team), \(keyID), \(chosen.value), now(), \(self.workerID), \(chosen.expiresAt))
@@ -92,7 +97,7 @@ extension QueueStore {
                            expires_at = EXCLUDED.expires_at
                     """, on: connection)
             }
-            return chosen
+            return (chosen, Date())
         }
     }
 }

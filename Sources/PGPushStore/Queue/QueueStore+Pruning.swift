@@ -92,7 +92,16 @@ extension QueueStore {
             SELECT c.id, c.app_id, c.token, c.reason, c.apns_timestamp, c.job_id
               FROM push.prune_candidates c
              WHERE c.reason IN ('Unregistered', 'ExpiredToken', 'UNREGISTERED') OR c.confirmed
-                OR (NOT c.suppressed AND c.app_id IN (
+                OR (NOT c.suppressed
+                    -- The window mixes an app's providers: a wrong Firebase project in a mostly-iOS app stays
+                    -- under the share, so FCM's wrong-token reports of such an app wait for an operator.
+                    -- The same holds the other way round for APNs' reports of an app with FCM.
+                    AND NOT (c.reason IN ('SENDER_ID_MISMATCH', 'INVALID_ARGUMENT')
+                             AND EXISTS (SELECT 1 FROM push.apps a WHERE a.id = c.app_id
+                                            AND (a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL)))
+                    AND NOT (c.reason IN ('BadDeviceToken', 'DeviceTokenNotForTopic')
+                             AND EXISTS (SELECT 1 FROM push.apps a WHERE a.id = c.app_id AND a.fcm_project_id IS NOT NULL))
+                    AND c.app_id IN (
                         SELECT w.app_id FROM (\(Self.answerWindow(minimumAnswers: minimumAnswers))) w
                          WHERE w.answered >= \(Int(minimumAnswers)) AND w.bad <= \(Double(share)) * w.answered))
              ORDER BY c.id
