@@ -74,6 +74,8 @@ struct WorkerCommand: AsyncParsableCommand {
     var badDeviceTokenShare: Double?
     @Option(help: "Answers a job needs before the valve can trip (env: PGPUSH_BAD_DEVICE_TOKEN_MIN_ANSWERS; default 1000).")
     var badDeviceTokenMinAnswers: Int?
+    @Option(help: "FCM messages a minute per app for the whole fleet: the project's quota (env: PGPUSH_FCM_QUOTA_PER_MINUTE; default 600000).")
+    var fcmQuotaPerMinute: Int?
     @Option(help: "Seconds after which the fleet's provider token is refreshed (env: PGPUSH_TOKEN_REFRESH_AFTER; default 3000).")
     var tokenRefreshAfter: Double?
     @Option(help: "Seconds between maintenance passes: partitions, stuck jobs, pruning (env: PGPUSH_MAINTENANCE_INTERVAL; default 5).")
@@ -215,6 +217,10 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         if let value = try setting(badDeviceTokenMinAnswers, "PGPUSH_BAD_DEVICE_TOKEN_MIN_ANSWERS") {
             configuration.badDeviceTokenMinimumAnswers = max(1, value)
+        }
+        if let value = try setting(fcmQuotaPerMinute, "PGPUSH_FCM_QUOTA_PER_MINUTE") {
+            guard value > 0 else { throw ValidationError("--fcm-quota-per-minute must be positive") }
+            configuration.fcmQuotaPerMinute = value
         }
         if let value = try setting(tokenRefreshAfter, "PGPUSH_TOKEN_REFRESH_AFTER") {
             guard value > 0 else { throw ValidationError("--token-refresh-after must be positive") }

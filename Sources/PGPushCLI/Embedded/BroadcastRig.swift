@@ -219,7 +219,8 @@ final class BroadcastRig: @unchecked Sendable {
             "--metrics-port=-1", "--maintenance-interval", "1",
         ] + configuration.workerArguments
         if let fcmEndpoint, let fcmCA = lock.withLock({ fcmSimulator?.caCertificatePath }) {
-            arguments += ["--fcm-endpoint", fcmEndpoint, "--fcm-ca-file", fcmCA]
+            // The simulator enforces no project quota; FCM's default (10,000 a second) would cap every run.
+            arguments += ["--fcm-endpoint", fcmEndpoint, "--fcm-ca-file", fcmCA, "--fcm-quota-per-minute", "100000000"]
         }
         let worker = try WorkerProcess(id: id, arguments: arguments, logPath: "\(directory)/\(id).log")
         lock.withLock { workers.append(worker) }

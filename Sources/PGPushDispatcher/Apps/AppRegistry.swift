@@ -46,7 +46,7 @@ public actor AppRegistry {
                 || (row.rateLimit == nil) != (sender.app.rateLimit == nil) {
                 retire(key)
             } else {
-                sender.rateLimiter?.update(fleetRatePerSecond: Self.fleetRate(row, key.platform), liveWorkers: liveWorkers)
+                sender.rateLimiter?.update(fleetRatePerSecond: fleetRate(row, key.platform), liveWorkers: liveWorkers)
             }
         }
         apps = fresh
@@ -56,7 +56,7 @@ public actor AppRegistry {
     public func setLiveWorkers(_ count: Int) {
         liveWorkers = max(1, count)
         for (key, sender) in senders {
-            sender.rateLimiter?.update(fleetRatePerSecond: Self.fleetRate(sender.app, key.platform), liveWorkers: liveWorkers)
+            sender.rateLimiter?.update(fleetRatePerSecond: fleetRate(sender.app, key.platform), liveWorkers: liveWorkers)
         }
     }
 
@@ -162,12 +162,10 @@ public actor AppRegistry {
 
     /// An app's `rate_limit` applies to each provider. FCM's default quota (600,000 messages a minute per
     /// project) is kept fleet-wide as well.
-    static func fleetRate(_ app: AppRecord, _ platform: DevicePlatform) -> Double {
+    private func fleetRate(_ app: AppRecord, _ platform: DevicePlatform) -> Double {
         let limit = app.rateLimit.map(Double.init) ?? .infinity
-        return platform == .android ? min(limit, fcmProjectQuotaPerSecond) : limit
+        return platform == .android ? min(limit, Double(configuration.fcmQuotaPerMinute) / 60) : limit
     }
-
-    static let fcmProjectQuotaPerSecond = 600_000.0 / 60
 
     private func makeSender(_ app: AppRecord) throws(PGPushError) -> AppSender {
         var client = APNsClientConfiguration()
@@ -279,7 +277,7 @@ public actor AppRegistry {
         } catch {
             throw PGPushError(.invalidConfiguration, "TLS setup failed for the app's FCM connection pool")
         }
-        let rate = Self.fleetRate(app, .android)
+        let rate = fleetRate(app, .android)
         let limiter = RateLimiter(fleetRatePerSecond: rate, liveWorkers: liveWorkers)
         let gate = ConcurrencyGate(maximum: min(configuration.inFlightPerApp, configuration.connectionsPerApp * client.maximumStreamsPerConnectionCap))
         return AppSender(app: app, platform: .android, pool: pool, rateLimiter: limiter, gate: gate, fcmTokens: source)

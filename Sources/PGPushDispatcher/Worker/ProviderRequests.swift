@@ -61,6 +61,8 @@ struct ProviderRequests: Sendable {
             return (PGPushCore.classify(outcome, topic: topic, appTopic: appTopic), nil)
         case .fcm(_, _, let tokens):
             guard case .response(let answer) = outcome else { return (PGPushCore.classify(outcome), nil) }
+            // A success's body (the message name) is not needed: not parsing it saves most of an answer's cost.
+            if answer.status == 200 { return (.delivered, nil) }
             let response = FCMResponse(status: answer.status, body: answer.body, retryAfter: answer.retryAfter, now: Date())
             let classification = PGPushCore.classify(response)
             // One refresh after a 401; a fresh token refused as well is the service account's problem.

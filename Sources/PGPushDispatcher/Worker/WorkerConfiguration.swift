@@ -44,6 +44,9 @@ public struct WorkerConfiguration: Sendable {
     public var fcmEndpointOverride: String?
     /// A PEM file of extra trusted CAs for FCM and for the service accounts' `token_uri`.
     public var fcmCAFile: String?
+    /// FCM messages a minute per app for the whole fleet: FCM's default project quota. Raise it for a project
+    /// with a larger quota (or the simulator, which has none).
+    public var fcmQuotaPerMinute: Int = 600_000
     /// When set, key and certificate paths from `push.apps` must resolve inside this directory.
     public var credentialsDirectory: String?
     /// Configuration errors from APNs (BadTopic, InvalidProviderToken, …) tolerated before the app is paused.

@@ -112,7 +112,7 @@ final class FCMSimulatorConnection: SimulatorRequestHandler, @unchecked Sendable
         var response = FCMSimulatorResponse(status: 200, body: #"{"name":"# + FCMSimulatorJSON.quoted(name) + "}")
         if configuration.ledgerEnabled {
             response.ledgerEntry = FCMSimulatorLedgerEntry(
-                token: request.token, projectID: projectID, name: name, message: request.messageJSON, receivedAt: now)
+                token: request.token, projectID: projectID, name: name, body: request.messageJSON, receivedAt: now)
         }
         return response
     }

@@ -9,15 +9,28 @@ public struct FCMSimulatorLedgerEntry: Sendable, Hashable {
     public var projectID: String
     /// The `name` answered: `projects/{project_id}/messages/{message_id}`.
     public var name: String
-    /// The `message` object as JSON with sorted keys, token included; empty when
-    /// ``FCMSimulatorConfiguration/ledgerKeepsMessages`` is off.
-    public var message: String
+    /// The request's body as sent (`{"message": …}`); empty when ``FCMSimulatorConfiguration/ledgerKeepsMessages``
+    /// is off. Kept as received: serialising every accepted message again cost more than the rest of a send.
+    public var body: String
     /// When the request was accepted (the simulator's clock).
     public var receivedAt: Date
 
-    /// ``message`` parsed back, for assertions in tests (`nil` when it was not kept).
+    public init(token: String, projectID: String, name: String, body: String, receivedAt: Date) {
+        self.token = token
+        self.projectID = projectID
+        self.name = name
+        self.body = body
+        self.receivedAt = receivedAt
+    }
+
+    /// The `message` object, parsed from the body, for assertions in tests (`nil` when it was not kept).
     public var messageObject: [String: Any]? {
-        (try? JSONSerialization.jsonObject(with: Data(message.utf8))) as? [String: Any]
+        ((try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any])?["message"] as? [String: Any]
+    }
+
+    /// The `message` object as JSON with sorted keys, token included; empty when it was not kept.
+    public var message: String {
+        messageObject.flatMap { FCMSimulatorJSON.serialized($0) }.map { String(decoding: $0, as: UTF8.self) } ?? ""
     }
 }
 
