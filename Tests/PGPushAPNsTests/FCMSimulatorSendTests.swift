@@ -273,6 +273,46 @@ struct FCMSimulatorSendTests {
         }
     }
 
+    /// A sender sends one message to many tokens on one connection; the simulator may skip re-parsing a body
+    /// that differs from the last one only in the token, but every send must still be judged on its own.
+    @Test func oneMessageToManyTokensIsJudgedPerSend() async throws {
+        try await Harness.with { harness in
+            let client = try await harness.connect()
+            defer { Task { await client.close() } }
+            let accessToken = try await harness.accessToken(client)
+            let fields = #""notification":{"title":"Hi"},"data":{"order":"42"}"#
+            func send(_ body: String) async throws -> SimulatorRawClient.Outcome {
+                try await harness.send(client, body: body, accessToken: accessToken)
+            }
+            for index in 0..<3 {
+                #expect(try await send(Harness.body(token: Harness.token(100 + index), fields: fields)).status == 200)
+            }
+            #expect(Set(harness.simulator.ledger.entries.map(\.token)) == Set((100..<103).map { Harness.token($0) }))
+            // Same bytes around the token, but the token is dead, malformed, or too long.
+            let dead = try await send(Harness.body(token: "dead-" + Harness.token(1), fields: fields))
+            #expect(dead.fcmResponse?.errorCode == "UNREGISTERED", "\(dead)")
+            let malformed = try await send(Harness.body(token: "bad/token" + Harness.token(1), fields: fields))
+            #expect(malformed.status == 400, "\(malformed)")
+            let tooLong = try await send(Harness.body(token: String(repeating: "a", count: 4097), fields: fields))
+            #expect(tooLong.status == 400, "\(tooLong)")
+            // One byte changed elsewhere is parsed again: a number where a string must be.
+            let badData = try await send(Harness.body(token: Harness.token(104), fields: #""notification":{"title":"Hi"},"data":{"order":42}"#))
+            #expect(badData.status == 400, "\(badData)")
+            // A data key named "token" beside a target spelled with spaces: only the target counts.
+            for (index, dataToken) in [(105, Harness.token(105)), (106, Harness.token(999))] {
+                let lookAlike = #"{"message":{"data":{"token":"\#(dataToken)"},"token" : "\#(Harness.token(105))"}}"#
+                #expect(try await send(lookAlike).status == 200, "send \(index)")
+                #expect(harness.simulator.ledger.entries.last?.token == Harness.token(105), "send \(index)")
+            }
+            // validate_only is part of the bytes: the same message with the flag is validated, not recorded.
+            let dryRun = try await send(Harness.body(token: Harness.token(110), fields: fields, validateOnly: true))
+            #expect(dryRun.json?["name"] as? String == "projects/\(Harness.projectID)/messages/fake_message_id")
+            #expect(try await send(Harness.body(token: Harness.token(111), fields: fields, validateOnly: true)).status == 200)
+            #expect(harness.simulator.ledger.acceptedCount == 5)
+            #expect(harness.simulator.ledger.count(forToken: Harness.token(111)) == 0)
+        }
+    }
+
     @Test func messagesUpToTheLimitAndFCMsSpellingsAreAccepted() async throws {
         try await Harness.with { harness in
             let client = try await harness.connect()

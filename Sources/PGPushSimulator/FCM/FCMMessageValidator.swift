@@ -118,11 +118,13 @@ enum FCMMessageValidator {
     }
 
     static func isWellFormedToken(_ token: String) -> Bool {
-        (1...maximumTokenLength).contains(token.utf8.count) && token.utf8.allSatisfy { byte in
-            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
-                || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
-        }
+        (1...maximumTokenLength).contains(token.utf8.count) && token.utf8.allSatisfy(isTokenByte)
+    }
+
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
     }
 
     private static func checkNotification(_ value: Any, at path: String) throws(FCMSimulatorError) {

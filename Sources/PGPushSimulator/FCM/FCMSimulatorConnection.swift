@@ -12,6 +12,10 @@ final class FCMSimulatorConnection: SimulatorRequestHandler, @unchecked Sendable
 
     let server: FCMSimulatorContext
     let transport: SimulatorTransport
+    private var validationMemo = FCMValidationMemo()
+    /// The last `authorization` header accepted on this connection and the token it names, so that a sender's
+    /// stream of requests with one access token looks it up once (its expiry is still checked every time).
+    private var lastAuthorization: (header: String, token: FCMSimulatorContext.IssuedToken)?
 
     init(server: FCMSimulatorContext, channel: Channel, abruptCloser: AbruptCloseHandler, number: Int) {
         self.server = server
@@ -80,7 +84,7 @@ final class FCMSimulatorConnection: SimulatorRequestHandler, @unchecked Sendable
         let configuration = server.configuration
         let keepMessage = configuration.ledgerEnabled && configuration.ledgerKeepsMessages
         let request: FCMValidatedSend
-        switch FCMMessageValidator.validate(Data(body.readableBytesView), keepMessage: keepMessage) {
+        switch validationMemo.validate(body, keepMessage: keepMessage) {
         case .failure(let error): return .error(error)
         case .success(let validated): request = validated
         }
@@ -122,11 +126,7 @@ final class FCMSimulatorConnection: SimulatorRequestHandler, @unchecked Sendable
         guard let authorization = headers.first(name: "authorization") else {
             return unauthenticated("Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.")
         }
-        let parts = authorization.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer",
-              let issued = server.lookUpAccessToken(parts[1].trimmingCharacters(in: .whitespaces)),
-              issued.expiresAt > now
-        else {
+        guard let issued = accessToken(authorization), issued.expiresAt > now else {
             return unauthenticated("Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.")
         }
         guard issued.projectID == projectID else {
@@ -135,6 +135,16 @@ final class FCMSimulatorConnection: SimulatorRequestHandler, @unchecked Sendable
                 message: "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(projectID)' (or it may not exist)."))
         }
         return nil
+    }
+
+    private func accessToken(_ authorization: String) -> FCMSimulatorContext.IssuedToken? {
+        if let last = lastAuthorization, last.header == authorization { return last.token }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer",
+              let issued = server.lookUpAccessToken(parts[1].trimmingCharacters(in: .whitespaces))
+        else { return nil }
+        lastAuthorization = (authorization, issued)
+        return issued
     }
 
     private func unauthenticated(_ message: String) -> FCMSimulatorResponse {
