@@ -17,6 +17,7 @@ let migrationFiles = [
     "0008_tenancy.sql",
     "0009_fcm_schema.sql",
     "0010_fcm_sending.sql",
+    "0011_job_platforms.sql",
 ]
 
 let package = Package(

@@ -81,10 +81,14 @@ extension EndToEndTests {
                     try await fleet.registerDevices(700)
                     try await android.registerDevices(fleet, 300)
                     let job = try await fleet.enqueue()
+                    // Before expansion the per-platform totals are counted from the audience.
+                    #expect(try await Self.platformProgress(fleet, job: job) == [700, 0, 0, 700, 300, 0, 0, 300])
                     let worker = try fleet.startWorker(android.workerArguments)
                     let state = try await fleet.waitForJob(job, timeout: .seconds(120))
                     #expect(state == "done", "\(worker.log.suffix(2000))")
                     await worker.stop()
+                    // ios_total, ios_delivered, ios_failed, ios_pending, then Android's.
+                    #expect(try await Self.platformProgress(fleet, job: job) == [700, 700, 0, 0, 300, 300, 0, 0])
 
                     #expect(fleet.simulator.ledger.acceptedCount == 700)
                     #expect(fleet.simulator.ledger.duplicates.count == 0)
@@ -106,6 +110,18 @@ extension EndToEndTests {
                     #expect(android.simulator.statistics.tokenExchanges.values.reduce(0, +) == 1)
                 }
             }
+        }
+
+        /// push.job_progress's per-platform columns, iOS's then Android's: total, delivered, failed, pending.
+        static func platformProgress(_ fleet: Fleet, job: Int64) async throws -> [Int64?] {
+            let rows = try await fleet.db.rows("""
+                SELECT ios_total, ios_delivered, ios_failed, ios_pending, android_total, android_delivered, android_failed, android_pending
+                  FROM push.job_progress WHERE job_id = \(job)
+                """)
+            for try await row in rows.decode((Int64?, Int64?, Int64?, Int64?, Int64?, Int64?, Int64?, Int64?).self) {
+                return [row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7]
+            }
+            return []
         }
 
         static func waitUntil(timeout: Duration, _ condition: () async throws -> Bool) async throws {
@@ -134,6 +150,7 @@ extension EndToEndTests {
                     let job = try await fleet.enqueue()
                     let worker = try fleet.startWorker(android.workerArguments)
                     #expect(try await fleet.waitForJob(job, timeout: .seconds(120)) == "done", "\(worker.log.suffix(1500))")
+                    #expect(try await Self.platformProgress(fleet, job: job) == [0, 0, 0, 0, 210, 200, 10, 0])
                     try await Self.waitUntil(timeout: .seconds(20)) {
                         try await fleet.count("SELECT count(*) FROM push.pruned_devices") >= 4
                     }

@@ -259,9 +259,20 @@ struct FCMProducerAPITests {
                 SELECT push.enqueue('dual', '{"aps":{"alert":"list"}}', tokens => ARRAY[\(Self.fcmToken), \(iosToken)])
                 """)
             try await db.exec(#"SELECT push.enqueue('droid', fcm => '{"data":{"a":"b"}}', user_ids => ARRAY['u1'])"#)
+            // push.job_progress counts each platform's part of the audience before expansion, then keeps the
+            // expansion's figures: the Android-only app's iOS device is reached by no provider.
+            func totals() async throws -> [[Int64?]] {
+                try await db.rows("SELECT ios_total, android_total, ios_pending, android_pending FROM push.job_progress ORDER BY job_id")
+                    .decode((Int64?, Int64?, Int64?, Int64?).self).reduce(into: []) { $0.append([$1.0, $1.1, $1.2, $1.3]) }
+            }
+            #expect(try await totals() == [[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]])
 
             let store = QueueStore(client: db.client, workerID: "fcm-test", logger: db.logger)
             #expect(try await store.expandDueSmallJobs(chunkSize: 1000, limit: 100) == 3)
+            #expect(try await totals() == [[1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 0, 1]])
+            // A job expanded before the per-platform counters existed has no per-platform figures.
+            try await db.exec("UPDATE push.jobs SET android_total = NULL WHERE app_id = 'droid'")
+            #expect(try await totals().last == [nil, nil, nil, nil])
             func tokens(_ platform: String) async throws -> [String] {
                 try await db.rows("SELECT unnest(tokens) FROM push.chunks WHERE platform = \(platform) ORDER BY 1")
                     .decode(String.self).reduce(into: [String]()) { $0.append($1) }
@@ -274,6 +285,8 @@ struct FCMProducerAPITests {
             try await db.exec(#"SELECT push.enqueue('dual', '{"aps":{"alert":"all"}}')"#)
             let expansion = try #require(try await store.expandNextDueJob(chunkSize: 1000))
             #expect(expansion.total == 2)
+            #expect(try await db.scalar("SELECT android_total FROM push.job_progress WHERE job_id = \(expansion.jobID)") == 1)
+            #expect(try await db.scalar("SELECT ios_total FROM push.job_progress WHERE job_id = \(expansion.jobID)") == 1)
             #expect(try await db.scalar("SELECT count(*) FROM push.chunks WHERE kind = 'range'") == 2)
             #expect(try await db.scalar("SELECT count(DISTINCT platform) FROM push.chunks WHERE kind = 'range'") == 2)
         }

@@ -29,7 +29,7 @@ struct ReadmeSQLTests {
 
     @Test func theReadmeHasTheCookbookQueries() throws {
         let sql = try Self.readmeSQLBlocks().joined(separator: "\n")
-        for needle in ["push.enqueue", "push.register_device", "delivery_rate_pct", "push.delivery_stats", "push.pruned_devices", "push.job_latency", "push.queue_backlog"] {
+        for needle in ["push.enqueue", "push.register_device", "delivery_rate_pct", "push.delivery_stats", "push.pruned_devices", "push.job_latency", "push.queue_backlog", "android_pending"] {
             #expect(sql.contains(needle), "README SQL lacks \(needle)")
         }
     }

@@ -104,6 +104,8 @@ extension QueueStore {
                 UPDATE push.jobs j
                    SET delivered = j.delivered + d.delivered, failed = j.failed + d.failed, expired = j.expired + d.expired,
                        answered = j.answered + d.answered, bad_device_tokens = j.bad_device_tokens + d.bad,
+                       android_delivered = j.android_delivered + d.android_delivered,
+                       android_failed = j.android_failed + d.android_failed,
                        first_sent_at = least(j.first_sent_at, nullif(d.first_sent, 'epoch'::timestamptz)),
                        state = CASE WHEN j.state = 'running' AND NOT EXISTS (SELECT 1 FROM push.chunks c WHERE c.job_id = j.id)
                                     THEN CASE WHEN j.failure_reason IS NOT NULL
@@ -113,8 +115,9 @@ extension QueueStore {
                        finished_at = CASE WHEN j.state = 'running' AND NOT EXISTS (SELECT 1 FROM push.chunks c WHERE c.job_id = j.id)
                                           THEN now() ELSE j.finished_at END
                   FROM unnest(\(tally.job)::int8[], \(tally.delivered)::int8[], \(tally.failed)::int8[], \(tally.expired)::int8[],
-                              \(tally.answered)::int8[], \(tally.bad)::int8[], \(tally.firstSent)::timestamptz[])
-                       AS d(job_id, delivered, failed, expired, answered, bad, first_sent)
+                              \(tally.answered)::int8[], \(tally.bad)::int8[], \(tally.firstSent)::timestamptz[],
+                              \(tally.androidDelivered)::int8[], \(tally.androidFailed)::int8[])
+                       AS d(job_id, delivered, failed, expired, answered, bad, first_sent, android_delivered, android_failed)
                  WHERE j.id = d.job_id
                 RETURNING j.state IN ('done', 'failed') AND j.finished_at = now()
                 """, on: connection)
@@ -251,6 +254,9 @@ private struct JobTally {
     var answered: [Int64] = []
     var bad: [Int64] = []
     var firstSent: [Date] = []
+    /// Android's part of `delivered`, and of `failed` and `expired` together.
+    var androidDelivered: [Int64] = []
+    var androidFailed: [Int64] = []
     static let nothingSent = Date(timeIntervalSince1970: 0)
 
     init(_ completions: [ChunkCompletion]) {
@@ -265,15 +271,20 @@ private struct JobTally {
                 index[id] = slot
                 job.append(id)
                 delivered.append(0); failed.append(0); expired.append(0); answered.append(0); bad.append(0)
+                androidDelivered.append(0); androidFailed.append(0)
                 firstSent.append(Self.nothingSent)
             }
+            let android: Int64 = completion.chunk.platform == .android ? 1 : 0
             for outcome in completion.outcomes {
                 if outcome.status == 200 {
                     delivered[slot] += 1
+                    androidDelivered[slot] += android
                 } else if outcome.status == 0 && outcome.reason == ChunkCompletion.expiredReason {
                     expired[slot] += 1
+                    androidFailed[slot] += android
                 } else {
                     failed[slot] += 1
+                    androidFailed[slot] += android
                 }
                 if outcome.status != 0 {
                     firstSent[slot] = firstSent[slot] == Self.nothingSent ? outcome.sentAt : min(firstSent[slot], outcome.sentAt)

@@ -20,14 +20,13 @@ extension QueueStore {
         let rows = try await run("""
             WITH due AS (
                 SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids,
-                       EXISTS (SELECT 1 FROM push.apps a WHERE a.id = j.app_id
-                                  AND (a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL)) AS has_apns,
+                       a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL AS has_apns,
                        -- A job enqueued before its app had FCM has no Android message to send.
-                       j.fcm IS NOT NULL AND EXISTS (SELECT 1 FROM push.apps a WHERE a.id = j.app_id AND a.fcm_project_id IS NOT NULL) AS has_fcm
+                       j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm
                   FROM push.jobs j
+                  JOIN push.apps a ON a.id = j.app_id AND a.paused_reason IS NULL
                  WHERE j.state = 'queued' AND j.send_at <= now()
                    AND (cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size))
-                   AND NOT EXISTS (SELECT 1 FROM push.apps a WHERE a.id = j.app_id AND a.paused_reason IS NOT NULL)
                  ORDER BY j.priority DESC, j.send_at, j.id
                  LIMIT \(limit)
                    FOR UPDATE OF j SKIP LOCKED
@@ -50,12 +49,15 @@ extension QueueStore {
                        count(*)::int, due.send_at, n.platform
                   FROM numbered n JOIN due ON due.id = n.job_id
                  GROUP BY n.job_id, n.platform, n.seq, due.app_id, due.priority, due.send_at
-                RETURNING job_id, estimated_tokens
+                RETURNING job_id, estimated_tokens, platform
             ), totals AS (
-                SELECT job_id, sum(estimated_tokens)::int8 AS total FROM inserted GROUP BY job_id
+                SELECT job_id, sum(estimated_tokens)::int8 AS total,
+                       coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
+                  FROM inserted GROUP BY job_id
             ), started AS (
                 UPDATE push.jobs j
-                   SET state = 'running', total = t.total, started_at = now()
+                   SET state = 'running', total = t.total, started_at = now(),
+                       android_total = t.android, android_delivered = 0, android_failed = 0
                   FROM totals t
                  WHERE j.id = t.job_id
                 RETURNING j.id
@@ -64,7 +66,7 @@ extension QueueStore {
                 -- A separate update keeps both joins linear: an outer join of the batch against its totals
                 -- was planned as a nested loop, quadratic in the batch.
                 UPDATE push.jobs j
-                   SET state = 'done', total = 0, started_at = now(), finished_at = now()
+                   SET state = 'done', total = 0, android_total = 0, started_at = now(), finished_at = now()
                   FROM due
                  WHERE j.id = due.id AND due.id NOT IN (SELECT job_id FROM totals)
                 RETURNING j.id
@@ -109,9 +111,11 @@ extension QueueStore {
                         INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at, platform)
                         SELECT \(jobID), \(appID), \(priority), seq, 'tokens', array_agg(token ORDER BY ord), count(*)::int, \(sendAt), platform
                           FROM numbered GROUP BY platform, seq
-                        RETURNING estimated_tokens
+                        RETURNING estimated_tokens, platform
                     )
-                    SELECT coalesce(sum(estimated_tokens), 0)::int8, count(*)::int8 FROM inserted
+                    SELECT coalesce(sum(estimated_tokens), 0)::int8, count(*)::int8,
+                           coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8
+                      FROM inserted
                     """, on: connection)
             } else {
                 // Upper bounds every `size` tokens of the audience, in key order. The first chunk's lower bound and
@@ -139,17 +143,20 @@ extension QueueStore {
                     ), inserted AS (
                         INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, lo_token, hi_token, estimated_tokens, next_attempt_at, platform)
                         SELECT \(jobID), \(appID), \(priority), seq, 'range', lo, hi, estimated, \(sendAt), platform FROM ranges
-                        RETURNING estimated_tokens
+                        RETURNING estimated_tokens, platform
                     )
-                    SELECT coalesce(sum(estimated_tokens), 0)::int8, count(*)::int8 FROM inserted
+                    SELECT coalesce(sum(estimated_tokens), 0)::int8, count(*)::int8,
+                           coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8
+                      FROM inserted
                     """, on: connection)
             }
-            let (total, chunks) = try counts[0].decode((Int64, Int64).self)
+            let (total, chunks, android) = try counts[0].decode((Int64, Int64, Int64).self)
             // An empty audience has nothing to send: the job is done as soon as it starts.
             try await self.run("""
                 UPDATE push.jobs
                    SET state = CASE WHEN \(total) = 0 THEN 'done' ELSE 'running' END,
                        total = \(total), started_at = now(),
+                       android_total = \(android), android_delivered = 0, android_failed = 0,
                        finished_at = CASE WHEN \(total) = 0 THEN now() END
                  WHERE id = \(jobID)
                 """, on: connection)
