@@ -35,8 +35,13 @@ extension QueueStore {
                   FROM due CROSS JOIN LATERAL unnest(due.tokens) AS t(token)
                  WHERE due.tokens IS NOT NULL
                 UNION ALL
+                -- One index probe per job (devices_by_user). As a plain join the planner may merge-join the batch
+                -- against every device of the app, comparing each job's users with each device: seconds per
+                -- batch at 20,000 devices, hours at millions. OFFSET 0 keeps the subquery from being flattened.
                 SELECT due.id, d.token, d.platform
-                  FROM due JOIN push.devices d ON d.app_id = due.app_id AND d.user_id = ANY (due.user_ids)
+                  FROM due CROSS JOIN LATERAL (
+                           SELECT d.token, d.platform FROM push.devices d
+                            WHERE d.app_id = due.app_id AND d.user_id = ANY (due.user_ids) OFFSET 0) d
                  WHERE due.user_ids IS NOT NULL
                    AND ((d.platform = 'ios' AND due.has_apns) OR (d.platform = 'android' AND due.has_fcm))
             ), numbered AS (
