@@ -167,20 +167,48 @@ public actor AppRegistry {
         return platform == .android ? min(limit, Double(configuration.fcmQuotaPerMinute) / 60) : limit
     }
 
-    private func makeSender(_ app: AppRecord) throws(PGPushError) -> AppSender {
+    /// The pool settings both providers share: the endpoint, the CA trusted besides the system's, the
+    /// connections per app and the request deadline. `endpoint` is an override from `flag`, else `standard`.
+    private func clientConfiguration(
+        override: String?, flag: String, standard: APNsEndpoint, caFile: String?
+    ) throws(PGPushError) -> APNsClientConfiguration {
         var client = APNsClientConfiguration()
-        if let override = configuration.apnsEndpointOverride {
+        if let override {
             do {
                 client.endpoint = try APNsEndpoint(url: override)
             } catch {
-                throw PGPushError(.invalidConfiguration, "--apns-endpoint \(override) is not a valid https URL")
+                throw PGPushError(.invalidConfiguration, "\(flag) \(override) is not a valid https URL")
             }
         } else {
-            client.endpoint = .apple(APNsEnvironment(rawValue: app.environment) ?? .production)
+            client.endpoint = standard
         }
-        client.additionalTrustRootsPEMFile = configuration.apnsCAFile
+        client.additionalTrustRootsPEMFile = caFile
         client.connectionsPerPool = configuration.connectionsPerApp
         client.requestTimeout = configuration.requestTimeout
+        return client
+    }
+
+    /// A sender around a new pool; `provider` names it in the error a TLS setup failure gives.
+    private func sender(
+        _ app: AppRecord, _ platform: DevicePlatform, client: APNsClientConfiguration, credentials: APNsCredentials,
+        rateLimiter: RateLimiter?, fcmTokens: SharedFCMAccessTokenSource?, provider: String
+    ) throws(PGPushError) -> AppSender {
+        let pool: APNsConnectionPool
+        do {
+            pool = try APNsConnectionPool(configuration: client, credentials: credentials, logger: logger)
+        } catch let error as PGPushError {
+            throw error
+        } catch {
+            throw PGPushError(.invalidConfiguration, "TLS setup failed for the app's \(provider) connection pool")
+        }
+        let gate = ConcurrencyGate(maximum: min(configuration.inFlightPerApp, configuration.connectionsPerApp * client.maximumStreamsPerConnectionCap))
+        return AppSender(app: app, platform: platform, pool: pool, rateLimiter: rateLimiter, gate: gate, fcmTokens: fcmTokens)
+    }
+
+    private func makeSender(_ app: AppRecord) throws(PGPushError) -> AppSender {
+        let client = try clientConfiguration(
+            override: configuration.apnsEndpointOverride, flag: "--apns-endpoint",
+            standard: .apple(APNsEnvironment(rawValue: app.environment) ?? .production), caFile: configuration.apnsCAFile)
 
         let credentials: APNsCredentials
         if let keyPath = app.privateKeyPath, let teamID = app.teamID, let keyID = app.keyID {
@@ -226,17 +254,8 @@ public actor AppRegistry {
             throw PGPushError(.invalidConfiguration, "app has neither a private key nor a certificate")
         }
 
-        let pool: APNsConnectionPool
-        do {
-            pool = try APNsConnectionPool(configuration: client, credentials: credentials, logger: logger)
-        } catch let error as PGPushError {
-            throw error
-        } catch {
-            throw PGPushError(.invalidConfiguration, "TLS setup failed for the app's connection pool")
-        }
         let limiter = app.rateLimit.map { RateLimiter(fleetRatePerSecond: Double($0), liveWorkers: liveWorkers) }
-        let gate = ConcurrencyGate(maximum: min(configuration.inFlightPerApp, configuration.connectionsPerApp * client.maximumStreamsPerConnectionCap))
-        return AppSender(app: app, platform: .ios, pool: pool, rateLimiter: limiter, gate: gate, fcmTokens: nil)
+        return try sender(app, .ios, client: client, credentials: credentials, rateLimiter: limiter, fcmTokens: nil, provider: "APNs")
     }
 
     /// The FCM sender of an app: its service account read from `fcm_service_account_path` (never logged), an
@@ -252,16 +271,9 @@ public actor AppRegistry {
         } catch {
             throw PGPushError(.invalidCredential, "fcm_service_account_path \(path) is not a usable service-account file: \(error.message)")
         }
-        var client = APNsClientConfiguration()
-        let endpoint = configuration.fcmEndpointOverride ?? "https://fcm.googleapis.com"
-        do {
-            client.endpoint = try APNsEndpoint(url: endpoint)
-        } catch {
-            throw PGPushError(.invalidConfiguration, "--fcm-endpoint \(endpoint) is not a valid https URL")
-        }
-        client.additionalTrustRootsPEMFile = configuration.fcmCAFile
-        client.connectionsPerPool = configuration.connectionsPerApp
-        client.requestTimeout = configuration.requestTimeout
+        var client = try clientConfiguration(
+            override: configuration.fcmEndpointOverride, flag: "--fcm-endpoint", standard: Self.fcmEndpoint,
+            caFile: configuration.fcmCAFile)
         client.maximumResponseBodyBytes = 16_384
 
         let sourceKey = "\(account.clientEmail):\(account.privateKeyID)"
@@ -269,17 +281,10 @@ public actor AppRegistry {
             account: account, exchange: FCMTokenExchange(additionalTrustRootsPEMFile: configuration.fcmCAFile),
             store: store, logger: logger)
         accessTokenSources[sourceKey] = source
-        let pool: APNsConnectionPool
-        do {
-            pool = try APNsConnectionPool(configuration: client, credentials: .bearer(source), logger: logger)
-        } catch let error as PGPushError {
-            throw error
-        } catch {
-            throw PGPushError(.invalidConfiguration, "TLS setup failed for the app's FCM connection pool")
-        }
-        let rate = fleetRate(app, .android)
-        let limiter = RateLimiter(fleetRatePerSecond: rate, liveWorkers: liveWorkers)
-        let gate = ConcurrencyGate(maximum: min(configuration.inFlightPerApp, configuration.connectionsPerApp * client.maximumStreamsPerConnectionCap))
-        return AppSender(app: app, platform: .android, pool: pool, rateLimiter: limiter, gate: gate, fcmTokens: source)
+        let limiter = RateLimiter(fleetRatePerSecond: fleetRate(app, .android), liveWorkers: liveWorkers)
+        return try sender(app, .android, client: client, credentials: .bearer(source), rateLimiter: limiter, fcmTokens: source,
+                          provider: "FCM")
     }
+
+    private static let fcmEndpoint = APNsEndpoint(host: "fcm.googleapis.com")
 }
