@@ -185,33 +185,63 @@ import Testing
         #expect(whole == ["big"])
     }
 
-    @Test func smallWorkIsClaimedFromTheOverdraftWhileABroadcastHoldsTheRoom() throws {
+    @Test func smallWorkIsClaimedFromTheFastLaneHoweverFarABroadcastOvershotTheRoom() throws {
         var scheduler = Self.scheduler(capacity: 2000, threshold: 250)
         _ = scheduler.nextClaim(throttles: [:])
-        // A broadcast's chunks overshoot the room: nothing may be claimed until answers free the threshold.
+        // A broadcast's chunks overshoot the room: nothing ordinary may be claimed until answers free the threshold.
         _ = scheduler.claimSucceeded([("app", 1000), ("app", 1000), ("app", 1000)], budget: ClaimBudget(room: 2000, maximumChunks: 1000))
         #expect(scheduler.room == -1000)
         let held = scheduler.nextClaim(throttles: [:], smallWorkWaiting: false)
         #expect(held == nil)
-        #expect(scheduler.nextClaim(throttles: [:], smallWorkWaiting: true) == nil, "the overdraft does not cover a room this far gone")
 
-        // 800 answers later the room is still under the threshold, but a just-expanded one-user job goes now.
-        _ = scheduler.finished(app: "app", tokens: 800)
-        #expect(scheduler.room == -200)
-        let ordinary = scheduler.nextClaim(throttles: [:])
-        #expect(ordinary == nil)
+        // A just-expanded one-user job goes at once, from the lane the broadcast cannot take.
         let fastLaneResult = scheduler.nextClaim(throttles: [:], smallWorkWaiting: true)
         let fastLane = try #require(fastLaneResult)
-        #expect(fastLane.room == 50, "what is left of room plus the overdraft of 250")
+        #expect(fastLane.room == 250, "the whole lane, whatever the broadcast holds")
         #expect(fastLane.maximumChunkTokens == 250, "small chunks only: never a broadcast's 1,000-token chunk")
-        _ = scheduler.claimSucceeded([("app", 1), ("app", 1)], budget: fastLane)
+        let full = scheduler.claimSucceeded(Array(repeating: ("app", 1), count: 250), budget: fastLane)
+        #expect(full)
+        #expect(scheduler.heldSmall == 250)
+        #expect(scheduler.nextClaim(throttles: [:], smallWorkWaiting: true) == nil, "the lane is full")
+
+        // Broadcast answers free nothing in the lane; small answers do, and say so, so the claim loop wakes.
+        let broadcastAnswers = scheduler.finished(app: "app", tokens: 500)
+        #expect(broadcastAnswers == false)
+        #expect(scheduler.nextClaim(throttles: [:], smallWorkWaiting: true) == nil)
+        let reopenedLane = scheduler.finished(app: "app", tokens: 1, small: true)
+        #expect(reopenedLane, "the full lane reopened")
+        let reopenedResult = scheduler.nextClaim(throttles: [:], smallWorkWaiting: true)
+        let reopened = try #require(reopenedResult)
+        #expect(reopened.room == 1)
+        _ = scheduler.claimSucceeded([("app", 1)], budget: reopened)
 
         // With room to spare, a claim is an ordinary one, for chunks of any size.
-        _ = scheduler.finished(app: "app", tokens: 1202)
+        _ = scheduler.finished(app: "app", tokens: 2500)
+        _ = scheduler.finished(app: "app", tokens: 250, small: true)
+        #expect(scheduler.held == 0 && scheduler.heldSmall == 0)
         let normalResult = scheduler.nextClaim(throttles: [:], smallWorkWaiting: true)
         let normal = try #require(normalResult)
         #expect(normal.maximumChunkTokens == nil)
-        #expect(normal.room == 1000)
+        #expect(normal.room == 2000)
+    }
+
+    @Test func aWriteBacklogBeyondTwiceTheCapacityClosesTheFastLane() throws {
+        var scheduler = Self.scheduler(capacity: 2000, threshold: 250)
+        _ = scheduler.nextClaim(throttles: [:])
+        _ = scheduler.claimSucceeded([("app", 1000), ("app", 1000)], budget: ClaimBudget(room: 2000, maximumChunks: 1000))
+        // A write is running and answers pile up behind it.
+        _ = scheduler.completed("first", tokens: 1)
+        _ = scheduler.completed("backlog", tokens: 3999)
+        #expect(scheduler.room < 0)
+        let within = scheduler.nextClaim(throttles: [:], smallWorkWaiting: true)
+        #expect(within?.room == 250, "4,000 unwritten records are within the bound of twice the capacity")
+        scheduler.claimFailed()
+        _ = scheduler.completed("more", tokens: 1)
+        #expect(scheduler.nextClaim(throttles: [:], smallWorkWaiting: true) == nil, "memory stays bounded")
+        _ = scheduler.writeSucceeded()
+        _ = scheduler.writeSucceeded()
+        let open = scheduler.nextClaim(throttles: [:], smallWorkWaiting: true)
+        #expect(open != nil, "the lane opens again once the backlog is written")
     }
 
     @Test func theFastLaneStillRespectsShutdownFailingWritesAndOneClaimAtATime() throws {

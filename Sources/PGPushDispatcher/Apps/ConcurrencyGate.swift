@@ -2,8 +2,10 @@ import PGPushCore
 import Synchronization
 
 /// How many requests one app may have in flight from this worker, adapting like TCP: it starts small and
-/// doubles per round trip while answers succeed, halves on 429 and 503, and recovers slowly. Senders await
-/// a permit; the waiters are the only queue, and a waiter of a higher job priority is let in first.
+/// doubles per round trip while answers succeed, halves on 429 and 503, and recovers slowly. It also stays
+/// below what the round trips show fills the path (``QueueingDelayLimit``): requests beyond that would only
+/// queue, on a busy host or at the provider, ahead of the next urgent notification. Senders await a permit;
+/// the waiters are the only queue, and a waiter of a higher job priority is let in first.
 final class ConcurrencyGate: Sendable {
     private struct Waiter {
         var priority: Int
@@ -12,6 +14,7 @@ final class ConcurrencyGate: Sendable {
 
     private struct State {
         var limiter: AdaptiveConcurrency
+        var delay: QueueingDelayLimit
         var inFlight = 0
         /// Highest priority first; first come, first served within a priority.
         var waiters: [Waiter] = []
@@ -23,6 +26,8 @@ final class ConcurrencyGate: Sendable {
             while index > waiters.startIndex, waiters[index - 1].priority < waiter.priority { index -= 1 }
             waiters.insert(waiter, at: index)
         }
+
+        var limit: Int { min(limiter.limit, delay.limit) }
     }
 
     private let state: Mutex<State>
@@ -30,10 +35,13 @@ final class ConcurrencyGate: Sendable {
 
     init(initial: Int = 16, maximum: Int) {
         self.maximum = max(maximum, initial)
-        state = Mutex(State(limiter: AdaptiveConcurrency(initial: initial, minimum: 4, maximum: max(maximum, initial), slowStart: true)))
+        let ceiling = max(maximum, initial)
+        state = Mutex(State(
+            limiter: AdaptiveConcurrency(initial: initial, minimum: 4, maximum: ceiling, slowStart: true),
+            delay: QueueingDelayLimit(configuration: .init(minimum: min(initial, ceiling), maximum: ceiling))))
     }
 
-    var limit: Int { state.withLock { $0.limiter.limit } }
+    var limit: Int { state.withLock { $0.limit } }
 
     /// The limit while the app backs off after 429/503 and has not grown back to half its maximum; `nil`
     /// otherwise. The scheduler claims little of such an app, so it holds no room other apps could use.
@@ -43,14 +51,14 @@ final class ConcurrencyGate: Sendable {
 
     func acquire(priority: Int = 0) async {
         let granted = state.withLock { state in
-            guard state.inFlight < state.limiter.limit else { return false }
+            guard state.inFlight < state.limit else { return false }
             state.inFlight += 1
             return true
         }
         if granted { return }
         await withCheckedContinuation { continuation in
             let now = state.withLock { state -> Bool in
-                if state.inFlight < state.limiter.limit {
+                if state.inFlight < state.limit {
                     state.inFlight += 1
                     return true
                 }
@@ -61,8 +69,9 @@ final class ConcurrencyGate: Sendable {
         }
     }
 
-    /// Returns a permit and records what the answer said about APNs' load.
-    func release(overloaded: Bool, succeeded: Bool) {
+    /// Returns a permit and records what the answer said about the provider's load: a successful answer's
+    /// `roundTrip` (from the request's start) tells how deep the queue ahead of it was.
+    func release(overloaded: Bool, succeeded: Bool, roundTrip: Duration? = nil, now: ContinuousClock.Instant = .now) {
         let wake = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.inFlight -= 1
             if overloaded {
@@ -70,11 +79,12 @@ final class ConcurrencyGate: Sendable {
                 state.backingOff = true
             } else if succeeded {
                 state.limiter.recordSuccess()
+                if let roundTrip { state.delay.record(roundTrip, now: now) }
                 if state.backingOff && state.limiter.limit * 2 >= maximum { state.backingOff = false }
             }
             var woken: [CheckedContinuation<Void, Never>] = []
             var taken = 0
-            while state.inFlight < state.limiter.limit, taken < state.waiters.count {
+            while state.inFlight < state.limit, taken < state.waiters.count {
                 state.inFlight += 1
                 woken.append(state.waiters[taken].continuation)
                 taken += 1

@@ -25,9 +25,11 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
         /// Records (outcomes and requeued tokens) in one write at most, so one transaction stays short; a
         /// single completion larger than this is still written whole.
         public var maximumWriteRecords: Int
-        /// Room beyond ``capacity`` that only small chunks may take (the fast lane): a job for one user that
-        /// was just expanded is claimed at once, instead of waiting until a broadcast's answers free the
-        /// claim threshold. Defaults to the claim threshold.
+        /// Notifications of small chunks that may be held beyond ``capacity`` (the fast lane): a job for one
+        /// user that was just expanded is claimed at once, instead of waiting until a broadcast's answers free
+        /// the claim threshold. The lane is counted apart from the broadcast's room, so neither a chunk that
+        /// overshot it nor a write backlog up to ``fastLaneBacklogLimit`` holds urgent work back. Defaults to
+        /// the claim threshold.
         public var smallWorkOverdraft: Int
         /// Chunks of at most this many notifications count as small. Defaults to the claim threshold.
         public var smallChunkTokens: Int
@@ -50,6 +52,8 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
     /// Notifications claimed and not yet finished sending, in all and per app.
     public private(set) var held = 0
     public private(set) var heldByApp: [String: Int] = [:]
+    /// The part of ``held`` that small chunks hold: the fast lane's share.
+    public private(set) var heldSmall = 0
     private var claiming = false
     private var draining = false
     /// Set while writes fail (the database is unreachable): nothing new is claimed, so unwritten results stay
@@ -69,6 +73,20 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
         configuration.capacity - held - max(0, pendingTokens - configuration.capacity)
     }
 
+    /// Free room of the fast lane: the overdraft less what small chunks hold. A write backlog beyond
+    /// ``fastLaneBacklogLimit`` closes it too, so memory stays bounded when the database cannot keep up.
+    public var fastLaneRoom: Int {
+        guard pendingTokens <= fastLaneBacklogLimit else { return 0 }
+        return max(0, configuration.smallWorkOverdraft - heldSmall)
+    }
+
+    /// Unwritten records beyond which not even small work is claimed: twice the capacity, which ordinary
+    /// claims alone never reach (they stop once the backlog passes one capacity and eats the room).
+    public var fastLaneBacklogLimit: Int { 2 * configuration.capacity }
+
+    /// Whether a chunk of this many notifications is small work, counted in the fast lane.
+    public func isSmall(tokens: Int) -> Bool { tokens <= configuration.smallChunkTokens }
+
     /// Completions handed over and not yet written (waiting or being written).
     public var unwrittenCount: Int { pending.count + (writing?.count ?? 0) }
 
@@ -79,7 +97,7 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
 
     /// What to claim now, or `nil` to wait (a claim is running, shutdown, writes failing, or too little room).
     /// With `smallWorkWaiting` (small jobs were just expanded), a claim that the room would hold back is
-    /// still made from the overdraft, for small chunks only: urgent one-user jobs never wait for a broadcast's
+    /// still made from the fast lane, for small chunks only: urgent one-user jobs never wait for a broadcast's
     /// answers to free the claim threshold.
     public mutating func nextClaim(throttles: [String: AppThrottle], smallWorkWaiting: Bool = false) -> ClaimBudget? {
         guard !claiming, !draining, !writesFailing else { return nil }
@@ -92,10 +110,10 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
             claiming = true
             return ClaimBudget(room: room, maximumChunks: min(room, configuration.maximumChunksPerClaim), appAllowances: allowances)
         }
-        let overdraft = room + configuration.smallWorkOverdraft
-        guard smallWorkWaiting, overdraft > 0 else { return nil }
+        let lane = fastLaneRoom
+        guard smallWorkWaiting, lane > 0 else { return nil }
         claiming = true
-        return ClaimBudget(room: overdraft, maximumChunks: min(overdraft, configuration.maximumChunksPerClaim),
+        return ClaimBudget(room: lane, maximumChunks: min(lane, configuration.maximumChunksPerClaim),
                            appAllowances: allowances, maximumChunkTokens: configuration.smallChunkTokens)
     }
 
@@ -121,6 +139,7 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
         for (app, count) in claimed {
             let count = max(0, count)
             heldByApp[app, default: 0] += count
+            if isSmall(tokens: count) { heldSmall += count }
             tokens += count
         }
         held += tokens
@@ -131,18 +150,21 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
         claiming = false
     }
 
-    /// Notifications of `app` that are no longer held (answered, or given back unsent). Returns true when
-    /// this made enough room for a claim, so the worker should wake its claim loop.
-    public mutating func finished(app: String, tokens: Int) -> Bool {
+    /// Notifications of `app` that are no longer held (answered, or given back unsent); `small` when they
+    /// belong to a chunk that ``isSmall(tokens:)`` counted in the fast lane. Returns true when this made
+    /// enough room for a claim, so the worker should wake its claim loop.
+    public mutating func finished(app: String, tokens: Int, small: Bool = false) -> Bool {
         guard tokens > 0 else { return false }
         let before = room
+        let laneWasFull = fastLaneRoom == 0
         held = max(0, held - tokens)
+        if small { heldSmall = max(0, heldSmall - tokens) }
         if let holding = heldByApp[app] {
             let left = holding - tokens
             heldByApp[app] = left > 0 ? left : nil
         }
         let threshold = held == 0 ? 1 : configuration.claimThreshold
-        return before < threshold && room >= threshold
+        return (before < threshold && room >= threshold) || (laneWasFull && fastLaneRoom > 0)
     }
 
     // MARK: Writing

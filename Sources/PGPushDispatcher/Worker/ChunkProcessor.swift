@@ -118,7 +118,8 @@ struct ChunkProcessor: Sendable {
             let started = ContinuousClock.now
             answers.expectOne()
             await sender.pool.start(request) { outcome in
-                metrics.sendDuration.record(duration: ContinuousClock.now - started)
+                let answered = ContinuousClock.now
+                metrics.sendDuration.record(duration: answered - started)
                 let status = outcome.status
                 // The app's health is judged as answers arrive, not when the chunk ends: a misconfigured app
                 // must stop sending after its first few errors.
@@ -132,7 +133,7 @@ struct ChunkProcessor: Sendable {
                 }
                 // A deadline that passed means APNs (or the path to it) is saturated as surely as a 503 does.
                 let overloaded = status == 429 || status == 503 || outcome == .noResponse(.timeout)
-                gate.release(overloaded: overloaded, succeeded: status == 200)
+                gate.release(overloaded: overloaded, succeeded: status == 200, roundTrip: answered - started, now: answered)
                 room.releaseOne()
                 answers.add(Answer(token: token, apnsID: apnsID, outcome: outcome, classification: classification, sentAt: Date(),
                                    retryAfter: retryAfter))

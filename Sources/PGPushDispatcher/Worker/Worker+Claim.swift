@@ -133,8 +133,9 @@ extension Worker {
     /// Sends one chunk and hands its completion to the result writer. If its tokens cannot be read, it retries;
     /// on shutdown it gives the chunk back instead, so a claimed chunk is never left locked and forgotten.
     private func run(_ chunk: ClaimedChunk) async {
+        let small = scheduler.withLock { $0.isSmall(tokens: chunk.estimatedTokens) }
         let room = RoomReservation(tokens: chunk.estimatedTokens) { [self] tokens in
-            if scheduler.withLock({ $0.finished(app: chunk.appID, tokens: tokens) }) { wake.yield() }
+            if scheduler.withLock({ $0.finished(app: chunk.appID, tokens: tokens, small: small) }) { wake.yield() }
         }
         defer { room.releaseRest() }
         var logger = self.logger
