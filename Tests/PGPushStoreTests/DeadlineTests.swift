@@ -78,3 +78,30 @@ struct DeadlineTests {
         }
     }
 }
+
+/// The CLI's connections (progress lines, `stats`, bench) read the views an analyst reads; PostgreSQL must not
+/// JIT-compile each read.
+@Suite(.timeLimit(.minutes(1))) struct SessionParameterTests {
+    @Test func everyConnectionPGPushOpensHasJITOff() async throws {
+        try await TestDatabase.with { db in
+            let url = try DatabaseURL(db.urlString)
+            let connection = try await PostgresConnection.connect(
+                configuration: try url.connectionConfiguration(), id: 1, logger: Logger(label: "pgpush.test"))
+            defer { Task { try? await connection.close() } }
+            var single: [String] = []
+            for try await value in try await connection.query("SELECT current_setting('jit')", logger: Logger(label: "pgpush.test"))
+                .decode(String.self) { single.append(value) }
+            #expect(single == ["off"])
+
+            let client = PostgresClient(configuration: try url.clientConfiguration(maximumConnections: 1),
+                                        backgroundLogger: Logger(label: "pgpush.test"))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                var pooled: [String] = []
+                for try await value in try await client.query("SELECT current_setting('jit')").decode(String.self) { pooled.append(value) }
+                #expect(pooled == ["off"], "without server timeouts too")
+            }
+        }
+    }
+}

@@ -83,17 +83,24 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         /// The worker's: well inside its lease, and below the client-side deadline of its calls.
         public static let worker = ServerTimeouts(statement: .seconds(20), lock: .seconds(5))
 
-        /// Also `jit = off`: the worker's statements are short, and the planner's cost estimates for the
-        /// views it samples (the backlog) cross the JIT threshold, which spends far more compiling than the
-        /// query takes, every maintenance pass.
         var startupParameters: [(String, String)] {
-            [("statement_timeout", "\(Self.milliseconds(statement))ms"), ("lock_timeout", "\(Self.milliseconds(lock))ms"),
-             ("jit", "off")]
+            [("statement_timeout", "\(Self.milliseconds(statement))ms"), ("lock_timeout", "\(Self.milliseconds(lock))ms")]
         }
 
         private static func milliseconds(_ duration: Duration) -> Int64 {
             duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         }
+    }
+
+    /// Set on every connection pgpush opens: `jit = off`. Its statements are short, and the planner's cost
+    /// estimates for the views it reads cross the JIT threshold (`push.job_progress` costs a never-run count
+    /// of the whole audience; `push.queue_backlog` the same), so PostgreSQL would spend some 80 ms compiling
+    /// a query that runs in a millisecond, each time: a progress line polled twice a second took a core.
+    static let sessionParameters: [(String, String)] = [("jit", "off")]
+
+    /// The startup parameters of a pool: the session's, and the server timeouts if any.
+    func startupParameters(_ serverTimeouts: ServerTimeouts?) -> [(String, String)] {
+        Self.sessionParameters + (serverTimeouts?.startupParameters ?? [])
     }
 
     /// A PostgresNIO client configuration for this URL.
@@ -121,7 +128,7 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         // stopped server fail below its minimum.
         configuration.options.connectionIdleTimeout = .seconds(5)
         configuration.options.keepAliveBehavior = nil
-        if let serverTimeouts { configuration.options.additionalStartupParameters = serverTimeouts.startupParameters }
+        configuration.options.additionalStartupParameters = startupParameters(serverTimeouts)
         return configuration
     }
 
@@ -133,8 +140,10 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         case .prefer: tls = .prefer(try NIOSSLContext.make(tlsConfiguration()))
         case .require: tls = .require(try NIOSSLContext.make(tlsConfiguration()))
         }
-        return PostgresConnection.Configuration(
+        var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.additionalStartupParameters = startupParameters(nil)
+        return configuration
     }
 
     private func tlsConfiguration() throws(PGPushError) -> TLSConfiguration {
