@@ -1,3 +1,5 @@
+import PGPushCore
+
 /// How an ``APNsConnectionPool`` connects and paces itself. Every value has a default suited to APNs.
 public struct APNsClientConfiguration: Sendable {
     /// The service to connect to.
@@ -62,8 +64,8 @@ public struct ReconnectBackoff: Sendable, Hashable {
     /// The delay before attempt `failures + 1`: uniformly random between `minimum` and the capped exponential bound,
     /// so a fleet that lost its connections together does not reconnect in lockstep.
     public func delay(afterFailures failures: Int, using generator: inout some RandomNumberGenerator) -> Duration {
-        let minSeconds = minimum.secondsDouble
-        let maxSeconds = maximum.secondsDouble
+        let minSeconds = minimum.inSeconds
+        let maxSeconds = maximum.inSeconds
         let exponent = Double(max(0, min(failures, 62)))
         let bound = min(maxSeconds, minSeconds * pow2(multiplier, exponent))
         guard bound > minSeconds else { return .nanoseconds(Int64(minSeconds * 1e9)) }
@@ -88,11 +90,6 @@ private func pow2(_ base: Double, _ exponent: Double) -> Double {
 }
 
 extension Duration {
-    var secondsDouble: Double {
-        let parts = components
-        return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
-    }
-
     var nanosecondsInt64: Int64 {
         let parts = components
         return parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000

@@ -83,15 +83,10 @@ public struct QueueingDelayLimit: Sendable {
         roundAnswers = 0
         roundTotal = .zero
         if average > target {
-            let ratio = max(configuration.deepestCut, Self.seconds(target) / Self.seconds(average))
+            let ratio = max(configuration.deepestCut, target.inSeconds / average.inSeconds)
             window = max(Double(configuration.minimum), window * ratio)
         } else {
             window = min(Double(configuration.maximum), window * (1 + configuration.growth) + 1)
         }
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

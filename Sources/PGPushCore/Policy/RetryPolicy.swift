@@ -39,7 +39,7 @@ public struct RetryPolicy: Sendable, Hashable {
         guard attempt >= 2 else { return .zero }
         // Doubles instead of Duration arithmetic: 2^60 seconds would overflow Duration.
         let exponent = Double(min(attempt - 2, 62))
-        let capSeconds = min(Self.seconds(maxDelay), Self.seconds(baseDelay) * Double.pow2(exponent))
+        let capSeconds = min(maxDelay.inSeconds, baseDelay.inSeconds * Double.pow2(exponent))
         return .milliseconds(Int64(max(0, capSeconds) * 1000))
     }
 
@@ -60,16 +60,11 @@ public struct RetryPolicy: Sendable, Hashable {
     ) -> RetryDecision {
         guard failedAttempt < maxAttempts else { return .giveUp(.attemptsExhausted) }
         let wait = delay(beforeAttempt: failedAttempt + 1, using: &rng)
-        let next = now.addingTimeInterval(Self.seconds(wait))
+        let next = now.addingTimeInterval(wait.inSeconds)
         if let expiresAt, next >= expiresAt {
             return .giveUp(.wouldExceedExpiry)
         }
         return .retry(at: next)
-    }
-
-    static func seconds(_ duration: Duration) -> TimeInterval {
-        let parts = duration.components
-        return TimeInterval(parts.seconds) + TimeInterval(parts.attoseconds) / 1e18
     }
 
     static func milliseconds(_ duration: Duration) -> Int64 {

@@ -58,10 +58,7 @@ public struct TokenBucket: Sendable {
     private mutating func refill(now: Instant) {
         defer { updatedAt = max(updatedAt ?? now, now) }
         guard let updatedAt, now > updatedAt else { return }
-        let elapsed = updatedAt.duration(to: now)
-        let parts = elapsed.components
-        let seconds = Double(parts.seconds) + Double(parts.attoseconds) / 1e18
-        tokens = min(burst, tokens + seconds * ratePerSecond)
+        tokens = min(burst, tokens + updatedAt.duration(to: now).inSeconds * ratePerSecond)
     }
 
     private static func sanitized(_ rate: Double) -> Double {

@@ -34,11 +34,11 @@ final class ConcurrencyGate: Sendable {
     let maximum: Int
 
     init(initial: Int = 16, maximum: Int) {
-        self.maximum = max(maximum, initial)
-        let ceiling = max(maximum, initial)
+        let maximum = max(maximum, initial)
+        self.maximum = maximum
         state = Mutex(State(
-            limiter: AdaptiveConcurrency(initial: initial, minimum: 4, maximum: ceiling, slowStart: true),
-            delay: QueueingDelayLimit(configuration: .init(minimum: min(initial, ceiling), maximum: ceiling))))
+            limiter: AdaptiveConcurrency(initial: initial, minimum: 4, maximum: maximum, slowStart: true),
+            delay: QueueingDelayLimit(configuration: .init(minimum: initial, maximum: maximum))))
     }
 
     var limit: Int { state.withLock { $0.limit } }

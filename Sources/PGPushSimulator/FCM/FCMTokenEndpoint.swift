@@ -41,7 +41,7 @@ extension FCMSimulatorContext {
             tokenURI: acceptedAudience(claimed: claims?["aud"] as? String),
             publicKey: account.publicKey,
             privateKeyID: account.privateKeyID,
-            allowedClockSkew: configuration.assertionClockSkew.timeInterval)
+            allowedClockSkew: configuration.assertionClockSkew.inSeconds)
         do {
             _ = try verifier.verify(assertion, now: now)
         } catch {

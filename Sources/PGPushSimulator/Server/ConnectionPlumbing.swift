@@ -4,6 +4,7 @@ import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
+import PGPushCore
 import ServiceLifecycle
 import Synchronization
 
@@ -268,11 +269,11 @@ final class SimulatorTransport: @unchecked Sendable {
     func latency(_ latency: SimulatorLatency) -> TimeAmount? {
         switch latency {
         case .none: return nil
-        case .fixed(let duration): return .nanoseconds(Int64(duration.timeInterval * 1e9))
+        case .fixed(let duration): return .nanoseconds(Int64(duration.inSeconds * 1e9))
         case .uniform(let low, let high):
             latencyState = FaultHash.mix(latencyState)
             let fraction = FaultHash.unit(latencyState)
-            let seconds = low.timeInterval + (high.timeInterval - low.timeInterval) * fraction
+            let seconds = low.inSeconds + (high.inSeconds - low.inSeconds) * fraction
             return .nanoseconds(Int64(seconds * 1e9))
         }
     }

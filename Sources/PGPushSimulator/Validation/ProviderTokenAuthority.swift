@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import PGPushCore
 import Synchronization
 
 /// Verifies provider tokens like APNs: signature by a known team key, age, and how often a team mints new ones.
@@ -39,8 +40,8 @@ final class ProviderTokenAuthority: Sendable {
         var keys: [String: P256.Signing.PublicKey] = [:]
         for key in configuration.tokenKeys { keys[Self.teamKey(key.teamID, key.keyID)] = key.publicKey }
         self.keys = keys
-        self.minimumRefreshInterval = configuration.providerTokenMinimumRefreshInterval.timeInterval
-        self.maximumAge = configuration.providerTokenMaximumAge.timeInterval
+        self.minimumRefreshInterval = configuration.providerTokenMinimumRefreshInterval.inSeconds
+        self.maximumAge = configuration.providerTokenMaximumAge.inSeconds
         self.statistics = statistics
     }
 
@@ -98,12 +99,5 @@ final class ProviderTokenAuthority: Sendable {
             state.verified[jwt] = result
         }
         return result
-    }
-}
-
-extension Duration {
-    var timeInterval: TimeInterval {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

@@ -142,7 +142,7 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         }
         var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
-        configuration.options.additionalStartupParameters = startupParameters(nil)
+        configuration.options.additionalStartupParameters = Self.sessionParameters
         return configuration
     }
 

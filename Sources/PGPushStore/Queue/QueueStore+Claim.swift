@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCore
 import PostgresNIO
 
 /// How much one claim may take: the worker's free room in notifications, and a cap per app for apps that
@@ -70,7 +71,7 @@ extension QueueStore {
             -- The only chunks it turns away are a cancelled job's rescued ones, which maintenance drops.
             UPDATE push.chunks c
                SET locked_by = \(leaseOwner),
-                   locked_until = now() + make_interval(secs => \(lease.secondsValue)),
+                   locked_until = now() + make_interval(secs => \(lease.inSeconds)),
                    claims = c.claims + 1
               FROM eligible, push.jobs j
              WHERE c.id = eligible.id AND eligible.before < \(budget.room) AND j.id = c.job_id
@@ -137,14 +138,14 @@ extension QueueStore {
             WITH mine AS (
                 SELECT id FROM push.chunks WHERE locked_by = \(leaseOwner) FOR NO KEY UPDATE SKIP LOCKED
             ), extended AS (
-                UPDATE push.chunks c SET locked_until = now() + make_interval(secs => \(lease.secondsValue))
+                UPDATE push.chunks c SET locked_until = now() + make_interval(secs => \(lease.inSeconds))
                   FROM mine WHERE c.id = mine.id
                 RETURNING 1
             ), beat AS (
                 UPDATE push.workers SET heartbeat_at = now() WHERE id = \(workerID) RETURNING 1
             )
             SELECT count(*)::int8 FROM push.workers
-             WHERE heartbeat_at > now() - make_interval(secs => \(liveWindow.secondsValue)) OR id = \(workerID)
+             WHERE heartbeat_at > now() - make_interval(secs => \(liveWindow.inSeconds)) OR id = \(workerID)
             """, deadline: lease / 3)
         return Int(try rows.first?.decode(Int64.self) ?? 1)
     }
@@ -156,12 +157,5 @@ extension QueueStore {
             UPDATE push.chunks SET locked_by = NULL, locked_until = NULL, claims = greatest(claims - 1, 0)
              WHERE id = ANY (\(chunkIDs)) AND locked_by = \(leaseOwner)
             """, deadline: deadline)
-    }
-}
-
-extension Duration {
-    /// Whole and fractional seconds, for `make_interval(secs => …)`.
-    var secondsValue: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCore
 import PostgresNIO
 
 extension QueueStore {
@@ -89,7 +90,7 @@ extension QueueStore {
     /// (`push.drop_delivery_partitions`).
     public func removeExpired(olderThan keep: Duration, batchSize: Int = 1000) async throws -> MaintenanceReport {
         var report = MaintenanceReport(ranAsLeader: true)
-        let seconds = keep.secondsValue
+        let seconds = keep.inSeconds
         report.jobsRemoved = try await run("""
             DELETE FROM push.jobs WHERE id IN (
                 SELECT id FROM push.jobs
