@@ -18,6 +18,7 @@ let migrationFiles = [
     "0009_fcm_schema.sql",
     "0010_fcm_sending.sql",
     "0011_job_platforms.sql",
+    "0012_one_enqueue_trigger.sql",
 ]
 
 let package = Package(
