@@ -69,10 +69,12 @@ extension QueueStore {
                 RETURNING j.id
                 """, on: connection).count
             // A cancelled job's chunks that a dead worker held: dropped once their lease ran out, never sent.
+            // The job is probed per chunk (the queue is small; finished jobs are many): a join let the planner
+            // scan every job kept for retention, 340 ms a pass with 300,000 of them.
             report.chunksOfEndedJobsDropped = try await self.run("""
-                DELETE FROM push.chunks c USING push.jobs j
-                 WHERE j.id = c.job_id AND j.state NOT IN ('queued', 'running')
-                   AND (c.locked_by IS NULL OR c.locked_until < now())
+                DELETE FROM push.chunks c
+                 WHERE (c.locked_by IS NULL OR c.locked_until < now())
+                   AND (SELECT j.state FROM push.jobs j WHERE j.id = c.job_id) NOT IN ('queued', 'running')
                 RETURNING c.id
                 """, on: connection).count
             try await self.run("DELETE FROM push.app_answer_window WHERE minute < now() - interval '7 days'", on: connection)
