@@ -63,17 +63,37 @@ extension BroadcastRig {
         return states
     }
 
-    /// Polls the jobs' states every `interval` until none is queued or running and returns them; throws after
-    /// `timeout` or when a worker dies. Samples the workers' memory on the way.
+    /// How many of `jobs` (all of this rig's app) are still queued or running, per state. Read through the
+    /// active-jobs index, so a poll costs what is unfinished, not the whole list: a poll of 20,000 ids against
+    /// a table of 300,000 finished jobs took 170 ms of the database's CPU, which the measured worker lost.
+    func unfinishedJobStates(_ jobs: [Int64]) async throws -> [String: Int] {
+        let rows = try await query("""
+            SELECT state, count(*) FROM push.jobs
+             WHERE app_id = \(appID) AND state IN ('queued', 'running') AND id = ANY(\(jobs))
+             GROUP BY state
+            """)
+        var states: [String: Int] = [:]
+        for row in rows {
+            let (state, count) = try row.decode((String, Int64).self)
+            states[state] = Int(count)
+        }
+        return states
+    }
+
+    /// Polls the jobs every `interval` until none is queued or running and returns their final states; throws
+    /// after `timeout` or when a worker dies. Samples the workers' memory on the way. `observe` sees the
+    /// unfinished ones by state and the rest as `ended`.
     @discardableResult
     func waitForJobs(
         _ jobs: [Int64], interval: Duration, timeout: Duration, observe: ([String: Int]) -> Void = { _ in }
     ) async throws -> [String: Int] {
         let deadline = ContinuousClock.now + timeout
         while true {
-            let states = try await jobStates(jobs)
+            var states = try await unfinishedJobStates(jobs)
+            let unfinished = states.values.reduce(0, +)
+            if unfinished == 0 { return try await jobStates(jobs) }
+            states["ended"] = jobs.count - unfinished
             observe(states)
-            if states["queued", default: 0] + states["running", default: 0] == 0 { return states }
             guard ContinuousClock.now < deadline else {
                 throw EmbeddedError("\(jobs.count) jobs did not finish within \(timeout): \(Self.describe(states))")
             }
@@ -85,7 +105,7 @@ extension BroadcastRig {
 
     /// `done 180, running 20`, in a fixed order.
     static func describe(_ states: [String: Int]) -> String {
-        let order = ["queued", "running", "done", "failed", "cancelled"]
+        let order = ["queued", "running", "ended", "done", "failed", "cancelled"]
         return states.sorted { (order.firstIndex(of: $0.key) ?? 9, $0.key) < (order.firstIndex(of: $1.key) ?? 9, $1.key) }
             .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
     }
