@@ -41,7 +41,7 @@ extension QueueStore {
         let cappedTokens = cappedApps.map { Int64(capped[$0]!) }
         let rows = try await run("""
             WITH candidates AS (
-                SELECT c.id, c.app_id, c.priority, c.seq, c.estimated_tokens
+                SELECT c.id, c.ctid AS row_ref, c.app_id, c.priority, c.seq, c.estimated_tokens
                   FROM push.chunks c
                  WHERE ((c.locked_by IS NULL AND c.next_attempt_at <= now())
                         -- A rescue: the holding process stopped renewing its lease. Never this process's own
@@ -61,23 +61,24 @@ extension QueueStore {
                   LEFT JOIN unnest(\(cappedApps)::text[], \(cappedTokens)::int8[]) AS allowed(app_id, tokens)
                     ON allowed.app_id = k.app_id
             ), eligible AS (
-                SELECT e.id,
+                SELECT e.row_ref,
                        sum(e.estimated_tokens) OVER (ORDER BY e.priority DESC, e.seq, e.id) - e.estimated_tokens AS before
                   FROM per_app e
                  WHERE e.allowance IS NULL OR e.app_before < e.allowance
             ), claimed AS (
-                -- The chunks are named by an id array and the job is probed per chunk, so the plan cannot
-                -- depend on statistics: with push.jobs analyzed while every job was done, the planner once
-                -- put the active jobs outside a nested loop and re-sorted the candidates for each of
-                -- 20,000 new jobs (a 15-second claim). The job's state is checked per claimed chunk, not
-                -- per candidate: a probe per candidate made the claim 11 % slower with 1,000,000 finished
-                -- jobs. The only chunks it turns away are a cancelled job's rescued ones, which maintenance
-                -- drops.
+                -- The chunks are named by the row versions the candidates locked (a TID scan) and the job is
+                -- probed per chunk, so the plan cannot depend on statistics. With push.jobs analyzed while
+                -- every job was done, the planner once put the active jobs outside a nested loop that re-sorted
+                -- the candidates per job (a 15-second claim at 20,000 jobs), and an id list was looked up in
+                -- the wrong index (0.5 s). A row that another transaction moved meanwhile is not found and
+                -- stays for the next claim. The job's state is checked per claimed chunk, not per candidate:
+                -- a probe per candidate made the claim 11 % slower with 1,000,000 finished jobs. The only
+                -- chunks it turns away are a cancelled job's rescued ones, which maintenance drops.
                 UPDATE push.chunks c
                    SET locked_by = \(leaseOwner),
                        locked_until = now() + make_interval(secs => \(lease.inSeconds)),
                        claims = c.claims + 1
-                 WHERE c.id = ANY (ARRAY(SELECT eligible.id FROM eligible WHERE eligible.before < \(budget.room)))
+                 WHERE c.ctid = ANY (ARRAY(SELECT eligible.row_ref FROM eligible WHERE eligible.before < \(budget.room)))
                    AND (SELECT j.state FROM push.jobs j WHERE j.id = c.job_id) IN ('queued', 'running')
                 RETURNING c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token, c.tokens,
                           c.attempt, c.last_reason, c.claims, c.estimated_tokens, c.platform
