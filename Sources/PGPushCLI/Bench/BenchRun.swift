@@ -23,6 +23,7 @@ enum BenchRun {
         var logger = Logger(label: "pgpush.bench.\(mode)")
         logger.logLevel = .warning
         var configuration = BroadcastRig.Configuration(databaseURL: databaseURL, appPrefix: "bench", logger: logger)
+        configuration.maintenanceIntervalSeconds = nil
         if let chunkSize { configuration.workerArguments += ["--chunk-size", String(chunkSize)] }
         if let connectionsPerApp { configuration.workerArguments += ["--connections-per-app", String(connectionsPerApp)] }
         configuration.simulatorLatency = simulatorLatency
