@@ -109,7 +109,7 @@ struct SchedulerQueueTests {
 
     /// The ordinary life of a transactional app: statistics gathered while every job was done, then a burst of
     /// one-user jobs. A claim whose plan trusted those statistics re-sorted its candidates once per active job
-    /// (15 s per claim at 20,000 jobs); one that names its chunks by id does not care.
+    /// (15 s per claim at 20,000 jobs); one that names the row versions it locked does not care.
     @Test(.timeLimit(.minutes(2)))
     func aBurstAfterStatisticsSawOnlyFinishedJobsIsClaimedAtOnce() async throws {
         try await TestDatabase.with { db in
