@@ -14,21 +14,24 @@ struct DeliveryOutcome: Sendable {
 extension BroadcastRig {
     /// The job's row of `push.job_progress`, or `nil` for an unknown job.
     func snapshot(job: Int64) async throws -> JobSnapshot? {
+        // The per-platform split comes from the job's own counters (as `push.job_progress` shows them), not from
+        // counting `push.deliveries`: a count per poll took a core's worth of the database from the worker
+        // being measured.
         let rows = try await query("""
-            SELECT job_id, app_id, state, total, delivered, failed, pruned, pending, expired
+            SELECT job_id, app_id, state, total, delivered, failed, pruned, pending, expired, ios_delivered, android_delivered
               FROM push.job_progress WHERE job_id = \(job)
             """)
         guard let row = rows.first else { return nil }
-        let (id, app, state, total, delivered, failed, pruned, pending, expired) =
-            try row.decode((Int64, String, String, Int64?, Int64, Int64, Int64, Int64, Int64).self)
+        let (id, app, state, total, delivered, failed, pruned, pending, expired, iosDelivered, androidDelivered) =
+            try row.decode((Int64, String, String, Int64?, Int64, Int64, Int64, Int64, Int64, Int64?, Int64?).self)
         var snapshot = JobSnapshot(
             jobID: id, appID: app, state: state, total: total, delivered: delivered, failed: failed,
             pruned: pruned, pending: pending, expired: expired)
         if configuration.withAndroid {
-            let split = try await query("""
-                SELECT platform, count(*) FROM push.deliveries WHERE job_id = \(job) AND status = 200 GROUP BY platform
-                """)
-            snapshot.deliveredByPlatform = try Dictionary(uniqueKeysWithValues: split.map { try $0.decode((String, Int64).self) })
+            var split: [String: Int64] = [:]
+            if let iosDelivered, iosDelivered > 0 { split["ios"] = iosDelivered }
+            if let androidDelivered, androidDelivered > 0 { split["android"] = androidDelivered }
+            snapshot.deliveredByPlatform = split
         }
         return snapshot
     }
