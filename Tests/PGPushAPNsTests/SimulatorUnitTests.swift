@@ -92,6 +92,27 @@ struct SimulatorUnitTests {
         #expect(fromPublic.publicKey.rawRepresentation == signer.key.publicKey.rawRepresentation)
         #expect(throws: (any Error).self) { try SimulatorTokenKey(teamID: "T", keyID: "K", pem: "nonsense") }
     }
+
+    @Test func fcmJSONStringsAreEscapedAsJSONParsersReadThem() throws {
+        let samples = ["projects/p/messages/0:1700000000000%00000000000000ff", "", "say \"hi\"", "back\\slash",
+                       "line\nbreak\r\ttab", "bell\u{07}", "ünïcödé ✓ 🙂", "\u{1F}\"\u{00}"]
+        for sample in samples {
+            let quoted = FCMSimulatorJSON.quoted(sample)
+            let parsed = try JSONSerialization.jsonObject(with: Data(quoted.utf8), options: .fragmentsAllowed) as? String
+            #expect(parsed == sample, "\(quoted)")
+        }
+        #expect(FCMSimulatorJSON.quoted("a\"b") == #""a\"b""#)
+        #expect(FCMSimulatorJSON.quoted("\u{01}") == #""\u0001""#)
+    }
+
+    @Test func fcmSendPathNamesItsProject() {
+        #expect(FCMSimulatorConnection.sendProject("/v1/projects/demo-project/messages:send") == "demo-project")
+        #expect(FCMSimulatorConnection.sendProject("/v1/projects/ünï/messages:send") == "ünï")
+        for path in ["/v1/projects//messages:send", "/v1/projects/a/b/messages:send", "/v1/projects/a/messages:batchSend",
+                     "/v1/projects/messages:send", "/v2/projects/a/messages:send", "", "/"] {
+            #expect(FCMSimulatorConnection.sendProject(path) == nil, "\(path)")
+        }
+    }
 }
 
 @Suite("APNs simulator: lifecycle and ledger file")

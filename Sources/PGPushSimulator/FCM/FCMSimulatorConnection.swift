@@ -46,7 +46,7 @@ final class FCMSimulatorConnection: SimulatorRequestHandler, @unchecked Sendable
                        now: Date) -> FCMSimulatorResponse {
         let method = headers.first(name: ":method") ?? ""
         let fullPath = headers.first(name: ":path") ?? ""
-        let path = String(fullPath.prefix { $0 != "?" })
+        let path = fullPath.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(fullPath[..<$0]) } ?? fullPath
         if method == "POST" && path == server.configuration.tokenPath {
             guard body.readableBytes <= Self.maximumBodySize else {
                 return .oauthError("invalid_request", "The request body is too large")
@@ -64,12 +64,13 @@ final class FCMSimulatorConnection: SimulatorRequestHandler, @unchecked Sendable
 
     /// `{project_id}` of `/v1/projects/{project_id}/messages:send`.
     static func sendProject(_ path: String) -> String? {
-        let prefix = "/v1/projects/", suffix = "/messages:send"
-        guard path.hasPrefix(prefix), path.hasSuffix(suffix), path.utf8.count > prefix.utf8.count + suffix.utf8.count
+        // Compared as bytes: this runs for every request, and the path is ASCII when it matches at all.
+        let bytes = path.utf8, prefix = "/v1/projects/".utf8, suffix = "/messages:send".utf8
+        guard bytes.count > prefix.count + suffix.count, bytes.starts(with: prefix), bytes.reversed().starts(with: suffix.reversed())
         else { return nil }
-        let project = path.dropFirst(prefix.count).dropLast(suffix.count)
-        guard !project.contains("/") else { return nil }
-        return String(project)
+        let project = bytes.dropFirst(prefix.count).dropLast(suffix.count)
+        guard !project.contains(UInt8(ascii: "/")) else { return nil }
+        return String(decoding: project, as: UTF8.self)
     }
 
     // MARK: messages:send

@@ -3,23 +3,27 @@ import Foundation
 /// JSON text the FCM simulator writes by hand, so its answers keep Google's key order.
 enum FCMSimulatorJSON {
     /// `value` as a JSON string literal, quotes included (RFC 8259 escapes; the rest of UTF-8 unchanged).
+    /// Bytes are enough: every byte of a multi-byte UTF-8 sequence is 0x80 or above, so none is escaped.
     static func quoted(_ value: String) -> String {
-        var output = "\""
-        output.reserveCapacity(value.utf8.count + 2)
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case _ where scalar.value < 0x20:
-                output += String(format: "\\u%04x", scalar.value)
-            default:
-                output.unicodeScalars.append(scalar)
+        let (quote, backslash) = (UInt8(ascii: "\""), UInt8(ascii: "\\"))
+        // Every answer quotes a message name; almost nothing the simulator quotes needs an escape.
+        guard value.utf8.contains(where: { $0 == quote || $0 == backslash || $0 < 0x20 }) else {
+            return "\"" + value + "\""
+        }
+        var output: [UInt8] = [quote]
+        output.reserveCapacity(value.utf8.count + 8)
+        for byte in value.utf8 {
+            switch byte {
+            case quote, backslash: output += [backslash, byte]
+            case UInt8(ascii: "\n"): output += [backslash, UInt8(ascii: "n")]
+            case UInt8(ascii: "\r"): output += [backslash, UInt8(ascii: "r")]
+            case UInt8(ascii: "\t"): output += [backslash, UInt8(ascii: "t")]
+            case ..<0x20: output += Array(String(format: "\\u%04x", byte).utf8)
+            default: output.append(byte)
             }
         }
-        return output + "\""
+        output.append(quote)
+        return String(decoding: output, as: UTF8.self)
     }
 
     /// Compact JSON with sorted keys and unescaped slashes, or `nil` when `object` is not serialisable.
