@@ -289,6 +289,40 @@ extension EndToEndTests {
             }
         }
 
+        @Test func appsOfOneFirebaseProjectShareItsQuota() async throws {
+            try await Fleet.with { fleet in
+                try await AndroidSide.with(fleet) { android in
+                    // Two apps of one Firebase project, each with a job for its own 150 Android devices.
+                    var jobs: [Int64] = []
+                    for app in ["shop", "chat"] {
+                        try await android.createDualApp(fleet, id: app)
+                        try await android.registerDevices(fleet, 150, app: app, prefix: app)
+                        jobs.append(try await fleet.enqueue(app: app))
+                    }
+                    // 3,000 a minute: 50 a second for the project, however many of its apps send.
+                    let worker = try fleet.startWorker(android.workerArguments + ["--fcm-quota-per-minute", "3000"])
+                    for job in jobs { #expect(try await fleet.waitForJob(job, timeout: .seconds(90)) == "done") }
+                    await worker.stop()
+
+                    let entries = android.simulator.ledger.entries.sorted { $0.receivedAt < $1.receivedAt }
+                    #expect(entries.count == 300)
+                    #expect(android.simulator.ledger.duplicates.isEmpty)
+                    // The apps sent at the same time (so a quota per app would have let 100 a second through) ...
+                    let byApp = Dictionary(grouping: entries) { $0.token.hasPrefix("shop") ? "shop" : "chat" }
+                    let shop = try #require(byApp["shop"]), chat = try #require(byApp["chat"])
+                    #expect(shop[0].receivedAt < chat[chat.count - 1].receivedAt && chat[0].receivedAt < shop[shop.count - 1].receivedAt)
+                    // ... yet no second saw much more than the project's 50.
+                    var busiest = 0, start = 0
+                    for end in entries.indices {
+                        while entries[end].receivedAt.timeIntervalSince(entries[start].receivedAt) >= 1 { start += 1 }
+                        busiest = max(busiest, end - start + 1)
+                    }
+                    print("busiest second of the project: \(busiest) messages")
+                    #expect(busiest <= 70, "\(busiest) messages in one second against a quota of 50 a second")
+                }
+            }
+        }
+
         @Test func fiveWorkersShareOneAccessTokenPerRefreshPeriod() async throws {
             try await Fleet.with { fleet in
                 try await AndroidSide.with(fleet, configure: { $0.accessTokenLifetime = .seconds(8) }) { android in

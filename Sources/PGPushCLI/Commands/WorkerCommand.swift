@@ -74,7 +74,7 @@ struct WorkerCommand: AsyncParsableCommand {
     var badDeviceTokenShare: Double?
     @Option(help: "Answers a job needs before the valve can trip (env: PGPUSH_BAD_DEVICE_TOKEN_MIN_ANSWERS; default 1000).")
     var badDeviceTokenMinAnswers: Int?
-    @Option(help: "FCM messages a minute per app for the whole fleet: the project's quota (env: PGPUSH_FCM_QUOTA_PER_MINUTE; default 600000).")
+    @Option(help: "FCM messages a minute per Firebase project for the whole fleet, shared by its apps: the project's quota (env: PGPUSH_FCM_QUOTA_PER_MINUTE; default 600000).")
     var fcmQuotaPerMinute: Int?
     @Option(help: "Seconds after which the fleet's provider token is refreshed (env: PGPUSH_TOKEN_REFRESH_AFTER; default 3000).")
     var tokenRefreshAfter: Double?

@@ -19,6 +19,8 @@ public actor AppRegistry {
     private var poolTasks: [SenderKey: Task<Void, Never>] = [:]
     private var tokenSources: [String: SharedProviderTokenSource] = [:]
     private var accessTokenSources: [String: SharedFCMAccessTokenSource] = [:]
+    /// FCM's quota is the Firebase project's, not the app's: apps sharing a project share one limiter.
+    private var projectQuotas: [String: RateLimiter] = [:]
     private var liveWorkers = 1
     /// The senders, readable without entering the actor: the claim loop asks for throttles before every claim.
     private nonisolated let published = Mutex<[SenderKey: AppSender]>([:])
@@ -46,7 +48,7 @@ public actor AppRegistry {
                 || (row.rateLimit == nil) != (sender.app.rateLimit == nil) {
                 retire(key)
             } else {
-                sender.rateLimiter?.update(fleetRatePerSecond: fleetRate(row, key.platform), liveWorkers: liveWorkers)
+                sender.rateLimiter?.update(fleetRatePerSecond: fleetRate(row), liveWorkers: liveWorkers)
             }
         }
         apps = fresh
@@ -55,8 +57,11 @@ public actor AppRegistry {
     /// Tells every rate limiter how many workers share the fleet's limits now.
     public func setLiveWorkers(_ count: Int) {
         liveWorkers = max(1, count)
-        for (key, sender) in senders {
-            sender.rateLimiter?.update(fleetRatePerSecond: fleetRate(sender.app, key.platform), liveWorkers: liveWorkers)
+        for sender in senders.values {
+            sender.rateLimiter?.update(fleetRatePerSecond: fleetRate(sender.app), liveWorkers: liveWorkers)
+        }
+        for quota in projectQuotas.values {
+            quota.update(fleetRatePerSecond: projectQuotaRate, liveWorkers: liveWorkers)
         }
     }
 
@@ -160,11 +165,21 @@ public actor AppRegistry {
         publish()
     }
 
-    /// An app's `rate_limit` applies to each provider. FCM's default quota (600,000 messages a minute per
-    /// project) is kept fleet-wide as well.
-    private func fleetRate(_ app: AppRecord, _ platform: DevicePlatform) -> Double {
-        let limit = app.rateLimit.map(Double.init) ?? .infinity
-        return platform == .android ? min(limit, Double(configuration.fcmQuotaPerMinute) / 60) : limit
+    /// An app's `rate_limit`, which applies to each provider.
+    private func fleetRate(_ app: AppRecord) -> Double {
+        app.rateLimit.map(Double.init) ?? .infinity
+    }
+
+    /// FCM's quota a second for one Firebase project (600,000 messages a minute by default), for the fleet.
+    private var projectQuotaRate: Double { Double(configuration.fcmQuotaPerMinute) / 60 }
+
+    /// The limiter every FCM sender of `projectID` in this worker shares; the fleet's workers divide the quota
+    /// as they divide a rate limit.
+    private func projectQuota(_ projectID: String) -> RateLimiter {
+        if let quota = projectQuotas[projectID] { return quota }
+        let quota = RateLimiter(fleetRatePerSecond: projectQuotaRate, liveWorkers: liveWorkers)
+        projectQuotas[projectID] = quota
+        return quota
     }
 
     /// The pool settings both providers share: the endpoint, the CA trusted besides the system's, the
@@ -191,7 +206,7 @@ public actor AppRegistry {
     /// A sender around a new pool; `provider` names it in the error a TLS setup failure gives.
     private func sender(
         _ app: AppRecord, _ platform: DevicePlatform, client: APNsClientConfiguration, credentials: APNsCredentials,
-        rateLimiter: RateLimiter?, fcmTokens: SharedFCMAccessTokenSource?, provider: String
+        rateLimiter: RateLimiter?, projectQuota: RateLimiter? = nil, fcmTokens: SharedFCMAccessTokenSource?, provider: String
     ) throws(PGPushError) -> AppSender {
         let pool: APNsConnectionPool
         do {
@@ -202,7 +217,8 @@ public actor AppRegistry {
             throw PGPushError(.invalidConfiguration, "TLS setup failed for the app's \(provider) connection pool")
         }
         let gate = ConcurrencyGate(maximum: min(configuration.inFlightPerApp, configuration.connectionsPerApp * client.maximumStreamsPerConnectionCap))
-        return AppSender(app: app, platform: platform, pool: pool, rateLimiter: rateLimiter, gate: gate, fcmTokens: fcmTokens)
+        return AppSender(app: app, platform: platform, pool: pool, rateLimiter: rateLimiter, projectQuota: projectQuota, gate: gate,
+                         fcmTokens: fcmTokens)
     }
 
     private func makeSender(_ app: AppRecord) throws(PGPushError) -> AppSender {
@@ -261,7 +277,7 @@ public actor AppRegistry {
     /// The FCM sender of an app: its service account read from `fcm_service_account_path` (never logged), an
     /// access token shared by the fleet, and a pool to FCM (or `--fcm-endpoint`).
     private func makeFCMSender(_ app: AppRecord) throws(PGPushError) -> AppSender {
-        guard let path = app.fcmServiceAccountPath, app.fcmProjectID != nil else {
+        guard let path = app.fcmServiceAccountPath, let projectID = app.fcmProjectID else {
             throw PGPushError(.invalidConfiguration, "app has no FCM credentials")
         }
         let json = try resolver.read(path, column: "fcm_service_account_path")
@@ -281,9 +297,9 @@ public actor AppRegistry {
             account: account, exchange: FCMTokenExchange(additionalTrustRootsPEMFile: configuration.fcmCAFile),
             store: store, logger: logger)
         accessTokenSources[sourceKey] = source
-        let limiter = RateLimiter(fleetRatePerSecond: fleetRate(app, .android), liveWorkers: liveWorkers)
-        return try sender(app, .android, client: client, credentials: .bearer(source), rateLimiter: limiter, fcmTokens: source,
-                          provider: "FCM")
+        let limiter = app.rateLimit.map { RateLimiter(fleetRatePerSecond: Double($0), liveWorkers: liveWorkers) }
+        return try sender(app, .android, client: client, credentials: .bearer(source), rateLimiter: limiter,
+                          projectQuota: projectQuota(projectID), fcmTokens: source, provider: "FCM")
     }
 
     private static let fcmEndpoint = APNsEndpoint(host: "fcm.googleapis.com")

@@ -14,7 +14,10 @@ public struct AppSender: Sendable {
     public let app: AppRecord
     public let platform: DevicePlatform
     public let pool: APNsConnectionPool
+    /// This worker's share of the app's `rate_limit`, if it has one.
     public let rateLimiter: RateLimiter?
+    /// For FCM: this worker's share of the Firebase project's quota, shared with every app of the project.
+    public let projectQuota: RateLimiter?
     /// Adaptive in-flight limit for this app (slow start, halves on 429/503).
     let gate: ConcurrencyGate
     /// Check-outs by chunks; an idle sender's pool is closed.

@@ -90,12 +90,13 @@ struct ChunkProcessor: Sendable {
                 tally.unsent.append(token)
                 continue
             }
-            if let limiter = sender.rateLimiter {
-                do { try await limiter.acquire() } catch {
-                    sender.gate.release(overloaded: false, succeeded: false)
-                    tally.unsent.append(token)
-                    continue
-                }
+            do {
+                try await sender.rateLimiter?.acquire()
+                try await sender.projectQuota?.acquire()
+            } catch {
+                sender.gate.release(overloaded: false, succeeded: false)
+                tally.unsent.append(token)
+                continue
             }
             // Checked per notification, right before it goes out: a chunk waiting on a rate limit or a slow
             // APNs can outlive its job's expiry or a cancel.

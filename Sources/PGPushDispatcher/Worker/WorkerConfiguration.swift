@@ -44,8 +44,8 @@ public struct WorkerConfiguration: Sendable {
     public var fcmEndpointOverride: String?
     /// A PEM file of extra trusted CAs for FCM and for the service accounts' `token_uri`.
     public var fcmCAFile: String?
-    /// FCM messages a minute per app for the whole fleet: FCM's default project quota. Raise it for a project
-    /// with a larger quota (or the simulator, which has none).
+    /// FCM messages a minute per Firebase project for the whole fleet: FCM's default project quota, shared by
+    /// every app of the project. Raise it for a project with a larger quota (or the simulator, which has none).
     public var fcmQuotaPerMinute: Int = 600_000
     /// When set, key and certificate paths from `push.apps` must resolve inside this directory.
     public var credentialsDirectory: String?
