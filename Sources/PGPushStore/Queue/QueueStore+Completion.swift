@@ -99,20 +99,26 @@ extension QueueStore {
 
             // One update per job and write: counters, and the finish once no chunk is left. The job rows are
             // locked above, so of two processes finishing a job's last two chunks, the second sees both gone.
+            // The jobs that still have chunks are looked up once per write, not probed per job: after
+            // push.chunks was analyzed nearly empty (between two broadcasts), the probe became a sequential
+            // scan of the table per job, and writes of a few hundred jobs took up to 3 s.
             let tally = JobTally(written)
             let finished = try await self.run("""
+                WITH unfinished AS (
+                    SELECT DISTINCT c.job_id FROM push.chunks c WHERE c.job_id = ANY (\(tally.job)::int8[])
+                )
                 UPDATE push.jobs j
                    SET delivered = j.delivered + d.delivered, failed = j.failed + d.failed, expired = j.expired + d.expired,
                        answered = j.answered + d.answered, bad_device_tokens = j.bad_device_tokens + d.bad,
                        android_delivered = j.android_delivered + d.android_delivered,
                        android_failed = j.android_failed + d.android_failed,
                        first_sent_at = least(j.first_sent_at, nullif(d.first_sent, 'epoch'::timestamptz)),
-                       state = CASE WHEN j.state = 'running' AND NOT EXISTS (SELECT 1 FROM push.chunks c WHERE c.job_id = j.id)
+                       state = CASE WHEN j.state = 'running' AND j.id NOT IN (SELECT job_id FROM unfinished)
                                     THEN CASE WHEN j.failure_reason IS NOT NULL
                                                 OR (j.delivered + d.delivered = 0 AND j.failed + d.failed + j.expired + d.expired > 0)
                                               THEN 'failed' ELSE 'done' END
                                     ELSE j.state END,
-                       finished_at = CASE WHEN j.state = 'running' AND NOT EXISTS (SELECT 1 FROM push.chunks c WHERE c.job_id = j.id)
+                       finished_at = CASE WHEN j.state = 'running' AND j.id NOT IN (SELECT job_id FROM unfinished)
                                           THEN now() ELSE j.finished_at END
                   FROM unnest(\(tally.job)::int8[], \(tally.delivered)::int8[], \(tally.failed)::int8[], \(tally.expired)::int8[],
                               \(tally.answered)::int8[], \(tally.bad)::int8[], \(tally.firstSent)::timestamptz[],

@@ -60,12 +60,18 @@ extension QueueStore {
                 try await self.run("ROLLBACK TO SAVEPOINT partitions", on: connection)
                 self.logger.warning("creating delivery partitions waited too long for a lock; trying again next pass")
             }
+            // A set difference reads the running jobs and the queue once each. As an anti-join, statistics taken
+            // while nothing ran made the planner scan every chunk once per running job: 2.4 s a pass with 1,400
+            // one-user jobs running beside a broadcast, holding their rows against the completions.
             report.jobsFinished = try await self.run("""
                 UPDATE push.jobs j
-                   SET state = CASE WHEN failure_reason IS NOT NULL OR (delivered = 0 AND failed + expired > 0)
+                   SET state = CASE WHEN j.failure_reason IS NOT NULL OR (j.delivered = 0 AND j.failed + j.expired > 0)
                                     THEN 'failed' ELSE 'done' END,
                        finished_at = now()
-                 WHERE j.state = 'running' AND NOT EXISTS (SELECT 1 FROM push.chunks c WHERE c.job_id = j.id)
+                  FROM (SELECT r.id FROM push.jobs r WHERE r.state = 'running'
+                        EXCEPT
+                        SELECT c.job_id FROM push.chunks c) AS drained
+                 WHERE j.id = drained.id AND j.state = 'running'
                 RETURNING j.id
                 """, on: connection).count
             // A cancelled job's chunks that a dead worker held: dropped once their lease ran out, never sent.
