@@ -203,10 +203,11 @@ public actor AppRegistry {
         return client
     }
 
-    /// A sender around a new pool; `provider` names it in the error a TLS setup failure gives.
+    /// A sender around a new pool, limited by the app's `rate_limit` if it has one (each provider gets its own
+    /// share); `provider` names it in the error a TLS setup failure gives.
     private func sender(
         _ app: AppRecord, _ platform: DevicePlatform, client: APNsClientConfiguration, credentials: APNsCredentials,
-        rateLimiter: RateLimiter?, projectQuota: RateLimiter? = nil, fcmTokens: SharedFCMAccessTokenSource?, provider: String
+        projectQuota: RateLimiter? = nil, fcmTokens: SharedFCMAccessTokenSource?, provider: String
     ) throws(PGPushError) -> AppSender {
         let pool: APNsConnectionPool
         do {
@@ -217,6 +218,7 @@ public actor AppRegistry {
             throw PGPushError(.invalidConfiguration, "TLS setup failed for the app's \(provider) connection pool")
         }
         let gate = ConcurrencyGate(maximum: min(configuration.inFlightPerApp, configuration.connectionsPerApp * client.maximumStreamsPerConnectionCap))
+        let rateLimiter = app.rateLimit.map { RateLimiter(fleetRatePerSecond: Double($0), liveWorkers: liveWorkers) }
         return AppSender(app: app, platform: platform, pool: pool, rateLimiter: rateLimiter, projectQuota: projectQuota, gate: gate,
                          fcmTokens: fcmTokens)
     }
@@ -270,8 +272,7 @@ public actor AppRegistry {
             throw PGPushError(.invalidConfiguration, "app has neither a private key nor a certificate")
         }
 
-        let limiter = app.rateLimit.map { RateLimiter(fleetRatePerSecond: Double($0), liveWorkers: liveWorkers) }
-        return try sender(app, .ios, client: client, credentials: credentials, rateLimiter: limiter, fcmTokens: nil, provider: "APNs")
+        return try sender(app, .ios, client: client, credentials: credentials, fcmTokens: nil, provider: "APNs")
     }
 
     /// The FCM sender of an app: its service account read from `fcm_service_account_path` (never logged), an
@@ -297,9 +298,8 @@ public actor AppRegistry {
             account: account, exchange: FCMTokenExchange(additionalTrustRootsPEMFile: configuration.fcmCAFile),
             store: store, logger: logger)
         accessTokenSources[sourceKey] = source
-        let limiter = app.rateLimit.map { RateLimiter(fleetRatePerSecond: Double($0), liveWorkers: liveWorkers) }
-        return try sender(app, .android, client: client, credentials: .bearer(source), rateLimiter: limiter,
-                          projectQuota: projectQuota(projectID), fcmTokens: source, provider: "FCM")
+        return try sender(app, .android, client: client, credentials: .bearer(source), projectQuota: projectQuota(projectID),
+                          fcmTokens: source, provider: "FCM")
     }
 
     private static let fcmEndpoint = APNsEndpoint(host: "fcm.googleapis.com")
