@@ -19,6 +19,7 @@ let migrationFiles = [
     "0010_fcm_sending.sql",
     "0011_job_platforms.sql",
     "0012_one_enqueue_trigger.sql",
+    "0013_device_field_bounds.sql",
 ]
 
 let package = Package(

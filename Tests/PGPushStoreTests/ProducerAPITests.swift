@@ -114,12 +114,30 @@ struct ProducerAPITests {
                 ("SELECT push.register_device('a', 'nothex')", "token is not a valid device token"),
                 ("SELECT push.register_device('ghost', '\(TestTokens.token(1))')", "unknown app_id: ghost"),
                 ("SELECT push.register_device('a', '\(TestTokens.token(1))', replaces => 'zz')", "replaces is not a valid device token"),
+                // Past the bound, the field is named; PostgreSQL's own error would name devices_by_user's size limit.
+                ("SELECT push.register_device('a', '\(TestTokens.token(1))', user_id => repeat('😀', 700))",
+                 "user_id is 700 characters long"),
+                ("SELECT push.register_device('a', '\(TestTokens.token(1))', tags => ARRAY['ok', repeat('😀', 257)])",
+                 "tags holds a tag longer than 256 characters"),
             ] as [(String, String)] {
                 var message: String?
                 do { try await db.exec(PostgresQuery(unsafeSQL: query)) } catch { message = serverMessage(of: error) }
                 #expect(message?.contains(expected) == true, "\(query): \(message ?? "accepted")")
             }
             #expect(try await db.scalar("SELECT count(*) FROM push.devices") == 0)
+        }
+    }
+
+    /// The longest user id and tag allowed, in four-byte characters, fit the indexes that find devices by them.
+    @Test func registerDeviceTakesTheLongestUserIDAndTagInAnyScript() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp(String(repeating: "a", count: 128))
+            try await db.exec(PostgresQuery(unsafeSQL: """
+                SELECT push.register_device(repeat('a', 128), '\(TestTokens.token(1))', user_id => repeat('😀', 256),
+                                            tags => ARRAY[repeat('😀', 256), repeat('字', 256)])
+                """))
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices WHERE user_id = repeat('😀', 256)") == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices WHERE tags @> ARRAY[repeat('字', 256)]") == 1)
         }
     }
 

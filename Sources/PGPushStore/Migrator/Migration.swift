@@ -38,6 +38,7 @@ extension Migration {
         Migration(name: "0010_fcm_sending.sql", sql: String(decoding: PackageResources._010_fcm_sending_sql, as: UTF8.self)),
         Migration(name: "0011_job_platforms.sql", sql: String(decoding: PackageResources._011_job_platforms_sql, as: UTF8.self)),
         Migration(name: "0012_one_enqueue_trigger.sql", sql: String(decoding: PackageResources._012_one_enqueue_trigger_sql, as: UTF8.self)),
+        Migration(name: "0013_device_field_bounds.sql", sql: String(decoding: PackageResources._013_device_field_bounds_sql, as: UTF8.self)),
     ]
 
     /// Reads every `*.sql` file of a directory, ordered by name; for `pgpush migrate --directory`.
