@@ -49,7 +49,9 @@ extension QueueStore {
                         OR (c.locked_until < now() AND c.locked_by <> \(leaseOwner)))
                    AND c.app_id <> ALL (\(blocked)::text[])
                    AND (\(budget.maximumChunkTokens)::int4 IS NULL OR c.estimated_tokens <= \(budget.maximumChunkTokens)::int4)
-                   AND NOT EXISTS (SELECT 1 FROM push.apps a WHERE a.id = c.app_id AND a.paused_reason IS NOT NULL)
+                   -- Not an anti-join: the planner estimated it kept few chunks, then read and sorted the whole
+                   -- queue (21 of 34 ms for 1,000 of 20,000 chunks) instead of walking chunks_claimable.
+                   AND c.app_id NOT IN (SELECT p.id FROM push.apps p WHERE p.paused_reason IS NOT NULL)
                  ORDER BY c.priority DESC, c.seq, c.id
                  LIMIT \(budget.maximumChunks)
                    FOR NO KEY UPDATE OF c SKIP LOCKED

@@ -10,6 +10,16 @@ extension QueueStore {
         public var chunks: Int
     }
 
+    /// Queued jobs that are due, of apps that are not paused; a query to be ordered by `jobs_due`'s key and
+    /// limited. The app's columns are joined after the limit: joined before it, the planner read every queued
+    /// job and sorted them (24 ms of a 1,000-job expansion with 20,000 queued) instead of walking `jobs_due`.
+    static let dueJobs = """
+        SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.tags, j.fcm
+          FROM push.jobs j
+         WHERE j.state = 'queued' AND j.send_at <= now()
+           AND j.app_id NOT IN (SELECT p.id FROM push.apps p WHERE p.paused_reason IS NOT NULL)
+        """
+
     /// Expands up to `limit` due small jobs in one statement: explicit token lists and user audiences of at
     /// most `chunkSize` entries, the shape of transactional traffic ("your order shipped"). Their audience is
     /// read once, here, into 'tokens' chunks, so sending them needs no further read. A chunk holds one
@@ -23,13 +33,11 @@ extension QueueStore {
                        a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL AS has_apns,
                        -- A job enqueued before its app had FCM has no Android message to send.
                        j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm
-                  FROM push.jobs j
-                  JOIN push.apps a ON a.id = j.app_id AND a.paused_reason IS NULL
-                 WHERE j.state = 'queued' AND j.send_at <= now()
-                   AND (cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size))
-                 ORDER BY j.priority DESC, j.send_at, j.id
-                 LIMIT \(limit)
-                   FOR UPDATE OF j SKIP LOCKED
+                  FROM (\(unescaped: Self.dueJobs) AND (cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size))
+                         ORDER BY j.priority DESC, j.send_at, j.id
+                         LIMIT \(limit)
+                           FOR UPDATE OF j SKIP LOCKED) j
+                  JOIN push.apps a ON a.id = j.app_id
             ), audience AS (
                 SELECT due.id AS job_id, t.token, push.token_platform(t.token, due.has_apns, due.has_fcm) AS platform
                   FROM due CROSS JOIN LATERAL unnest(due.tokens) AS t(token)
@@ -90,12 +98,8 @@ extension QueueStore {
             let due = try await self.run("""
                 SELECT j.id, j.app_id, j.priority, j.tokens IS NOT NULL, j.send_at, j.user_ids, j.tags,
                        a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL, a.fcm_project_id IS NOT NULL AND j.fcm IS NOT NULL
-                  FROM push.jobs j
-                  JOIN push.apps a ON a.id = j.app_id AND a.paused_reason IS NULL
-                 WHERE j.state = 'queued' AND j.send_at <= now()
-                 ORDER BY j.priority DESC, j.send_at, j.id
-                 LIMIT 1
-                   FOR UPDATE OF j SKIP LOCKED
+                  FROM (\(unescaped: Self.dueJobs) ORDER BY j.priority DESC, j.send_at, j.id LIMIT 1 FOR UPDATE OF j SKIP LOCKED) j
+                  JOIN push.apps a ON a.id = j.app_id
                 """, on: connection)
             guard let row = due.first else { return nil }
             let (jobID, appID, priority, explicit, sendAt, userIDs, tags, hasAPNs, hasFCM) =
