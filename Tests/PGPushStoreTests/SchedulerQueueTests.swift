@@ -61,6 +61,26 @@ struct SchedulerQueueTests {
         }
     }
 
+    /// The worker's look for a broadcast leaves one-user jobs to the batch, even older and more urgent ones:
+    /// taken there, such a job became a key range, read again from the devices at send time.
+    @Test func theLookForABroadcastLeavesSmallJobsToTheBatch() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            for i in 0..<20 {
+                try await db.exec("SELECT push.register_device('a', \(TestTokens.token(i)), user_id => \("u\(i)"))")
+            }
+            let user = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload), user_ids => '{u1}', priority => 10)"))
+            let explicit = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload), tokens => ARRAY['\(TestTokens.token(2))'], priority => 10)"))
+            let broadcast = try await db.scalar(PostgresQuery(unsafeSQL: "SELECT push.enqueue('a', \(Self.payload))"))
+            let store = Self.store(db)
+            #expect(try await store.expandNextDueJob(chunkSize: 10, includingSmallJobs: false)?.jobID == broadcast)
+            #expect(try await store.expandNextDueJob(chunkSize: 10, includingSmallJobs: false) == nil)
+            #expect(try await db.scalar("SELECT count(*) FROM push.jobs WHERE id IN (\(user), \(explicit)) AND state = 'queued'") == 2)
+            #expect(try await store.expandDueSmallJobs(chunkSize: 10, limit: 100) == 2)
+            #expect(try await db.scalar("SELECT count(*) FROM push.chunks WHERE job_id IN (\(user), \(explicit)) AND kind = 'tokens'") == 2)
+        }
+    }
+
     @Test func aClaimIsSizedInNotificationsNotChunks() async throws {
         try await TestDatabase.with { db in
             try await db.createApp("a")

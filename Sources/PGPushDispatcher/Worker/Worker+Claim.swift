@@ -104,7 +104,7 @@ extension Worker {
                     return true
                 }
                 if due {
-                    let expansion = try await store.expandNextDueJob(chunkSize: configuration.chunkSize)
+                    let expansion = try await store.expandNextDueJob(chunkSize: configuration.chunkSize, includingSmallJobs: false)
                     state.withLock { $0.largeJobFound = expansion != nil }
                     if let expansion {
                         made += 1

@@ -26,85 +26,31 @@ extension QueueStore {
     /// platform's tokens: iOS devices of an app with an APNs credential, Android devices of an app with FCM.
     /// Returns how many jobs were expanded; broadcasts are left to ``expandNextDueJob(chunkSize:)``.
     public func expandDueSmallJobs(chunkSize: Int, limit: Int) async throws -> Int {
-        let size = max(1, chunkSize)
-        let rows = try await run("""
-            WITH due AS (
-                SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids,
-                       a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL AS has_apns,
-                       -- A job enqueued before its app had FCM has no Android message to send.
-                       j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm
-                  FROM (\(unescaped: Self.dueJobs) AND (cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size))
-                         ORDER BY j.priority DESC, j.send_at, j.id
-                         LIMIT \(limit)
-                           FOR UPDATE OF j SKIP LOCKED) j
-                  JOIN push.apps a ON a.id = j.app_id
-            ), audience AS (
-                SELECT due.id AS job_id, t.token, push.token_platform(t.token, due.has_apns, due.has_fcm) AS platform
-                  FROM due CROSS JOIN LATERAL unnest(due.tokens) AS t(token)
-                 WHERE due.tokens IS NOT NULL
-                UNION ALL
-                -- One index probe per job (devices_by_user). As a plain join the planner may merge-join the batch
-                -- against every device of the app, comparing each job's users with each device: seconds per
-                -- batch at 20,000 devices, hours at millions. OFFSET 0 keeps the subquery from being flattened.
-                SELECT due.id, d.token, d.platform
-                  FROM due CROSS JOIN LATERAL (
-                           SELECT d.token, d.platform FROM push.devices d
-                            WHERE d.app_id = due.app_id AND d.user_id = ANY (due.user_ids) OFFSET 0) d
-                 WHERE due.user_ids IS NOT NULL
-                   AND ((d.platform = 'ios' AND due.has_apns) OR (d.platform = 'android' AND due.has_fcm))
-            ), numbered AS (
-                SELECT job_id, token, platform,
-                       ((row_number() OVER (PARTITION BY job_id, platform ORDER BY token) - 1) / \(size))::int AS seq
-                  FROM audience WHERE platform IS NOT NULL
-            ), inserted AS (
-                INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at, platform)
-                SELECT n.job_id, due.app_id, due.priority, n.seq, 'tokens', array_agg(n.token ORDER BY n.token),
-                       count(*)::int, due.send_at, n.platform
-                  FROM numbered n JOIN due ON due.id = n.job_id
-                 GROUP BY n.job_id, n.platform, n.seq, due.app_id, due.priority, due.send_at
-                RETURNING job_id, estimated_tokens, platform
-            ), totals AS (
-                SELECT job_id, sum(estimated_tokens)::int8 AS total,
-                       coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
-                  FROM inserted GROUP BY job_id
-            ), started AS (
-                UPDATE push.jobs j
-                   SET state = 'running', total = t.total, started_at = now(),
-                       android_total = t.android, android_delivered = 0, android_failed = 0
-                  FROM totals t
-                 WHERE j.id = t.job_id
-                RETURNING j.id
-            ), empty AS (
-                -- An empty audience (a user without devices) has nothing to send: the job is done at once.
-                -- A separate update keeps both joins linear: an outer join of the batch against its totals
-                -- was planned as a nested loop, quadratic in the batch.
-                UPDATE push.jobs j
-                   SET state = 'done', total = 0, android_total = 0, started_at = now(), finished_at = now()
-                  FROM due
-                 WHERE j.id = due.id AND due.id NOT IN (SELECT job_id FROM totals)
-                RETURNING j.id
-            )
-            SELECT (SELECT count(*) FROM started) + (SELECT count(*) FROM empty)
-            """)
+        let rows = try await run(ExpandDueSmallJobs(chunkSize: max(1, chunkSize), limit: max(1, limit)))
         return Int(try rows.first?.decode(Int64.self) ?? 0)
     }
 
     /// Expands the most urgent due job into chunks, if there is one: a key range per `chunkSize` devices of the
     /// audience, or slices of an explicit token list, per platform the app has a credential for. It writes no
     /// per-token rows: a million devices become a thousand small chunk rows. Returns `nil` when no queued job
-    /// is due.
-    public func expandNextDueJob(chunkSize: Int) async throws -> Expansion? {
-        try await transaction { connection in
+    /// is due. Without `includingSmallJobs`, a job that ``expandDueSmallJobs(chunkSize:limit:)`` takes is left
+    /// to it: the worker's loop runs both, and a one-user job enqueued between its batch and this look became
+    /// a key range here, read again at send time, in a transaction of its own (9 % of the small jobs of a
+    /// mixed run, with three statements and a device read each).
+    public func expandNextDueJob(chunkSize: Int, includingSmallJobs: Bool = true) async throws -> Expansion? {
+        let size = max(1, chunkSize)
+        return try await transaction { connection in
             let due = try await self.run("""
                 SELECT j.id, j.app_id, j.priority, j.tokens IS NOT NULL, j.send_at, j.user_ids, j.tags,
                        a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL, a.fcm_project_id IS NOT NULL AND j.fcm IS NOT NULL
-                  FROM (\(unescaped: Self.dueJobs) ORDER BY j.priority DESC, j.send_at, j.id LIMIT 1 FOR UPDATE OF j SKIP LOCKED) j
+                  FROM (\(unescaped: Self.dueJobs)
+                           AND (\(includingSmallJobs) OR NOT coalesce(cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size), false))
+                         ORDER BY j.priority DESC, j.send_at, j.id LIMIT 1 FOR UPDATE OF j SKIP LOCKED) j
                   JOIN push.apps a ON a.id = j.app_id
                 """, on: connection)
             guard let row = due.first else { return nil }
             let (jobID, appID, priority, explicit, sendAt, userIDs, tags, hasAPNs, hasFCM) =
                 try row.decode((Int64, String, Int, Bool, Date, [String]?, [String]?, Bool, Bool).self)
-            let size = max(1, chunkSize)
 
             let counts: [PostgresRow]
             if explicit {
@@ -172,4 +118,81 @@ extension QueueStore {
             return Expansion(jobID: jobID, appID: appID, total: total, chunks: Int(chunks))
         }
     }
+}
+
+/// The statement of ``QueueStore/expandDueSmallJobs(chunkSize:limit:)``, prepared once per connection.
+struct ExpandDueSmallJobs: PostgresPreparedStatement {
+    typealias Row = PostgresRow
+    static let bindingDataTypes: [PostgresDataType] = [.int8, .int8]
+    static let sql = """
+        WITH due AS (
+            SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids,
+                   a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL AS has_apns,
+                   -- A job enqueued before its app had FCM has no Android message to send.
+                   j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm
+              FROM (\(QueueStore.dueJobs) AND (cardinality(j.tokens) <= $1 OR cardinality(j.user_ids) <= $1)
+                     ORDER BY j.priority DESC, j.send_at, j.id
+                     LIMIT $2
+                       FOR UPDATE OF j SKIP LOCKED) j
+              JOIN push.apps a ON a.id = j.app_id
+        ), audience AS (
+            SELECT due.id AS job_id, t.token, push.token_platform(t.token, due.has_apns, due.has_fcm) AS platform
+              FROM due CROSS JOIN LATERAL unnest(due.tokens) AS t(token)
+             WHERE due.tokens IS NOT NULL
+            UNION ALL
+            -- One index probe per job (devices_by_user). As a plain join the planner may merge-join the batch
+            -- against every device of the app, comparing each job's users with each device: seconds per
+            -- batch at 20,000 devices, hours at millions. OFFSET 0 keeps the subquery from being flattened.
+            SELECT due.id, d.token, d.platform
+              FROM due CROSS JOIN LATERAL (
+                       SELECT d.token, d.platform FROM push.devices d
+                        WHERE d.app_id = due.app_id AND d.user_id = ANY (due.user_ids) OFFSET 0) d
+             WHERE due.user_ids IS NOT NULL
+               AND ((d.platform = 'ios' AND due.has_apns) OR (d.platform = 'android' AND due.has_fcm))
+        ), numbered AS (
+            SELECT job_id, token, platform,
+                   ((row_number() OVER (PARTITION BY job_id, platform ORDER BY token) - 1) / $1)::int AS seq
+              FROM audience WHERE platform IS NOT NULL
+        ), inserted AS (
+            INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at, platform)
+            SELECT n.job_id, due.app_id, due.priority, n.seq, 'tokens', array_agg(n.token ORDER BY n.token),
+                   count(*)::int, due.send_at, n.platform
+              FROM numbered n JOIN due ON due.id = n.job_id
+             GROUP BY n.job_id, n.platform, n.seq, due.app_id, due.priority, due.send_at
+            RETURNING job_id, estimated_tokens, platform
+        ), totals AS (
+            SELECT job_id, sum(estimated_tokens)::int8 AS total,
+                   coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
+              FROM inserted GROUP BY job_id
+        ), started AS (
+            UPDATE push.jobs j
+               SET state = 'running', total = t.total, started_at = now(),
+                   android_total = t.android, android_delivered = 0, android_failed = 0
+              FROM totals t
+             WHERE j.id = t.job_id
+            RETURNING j.id
+        ), empty AS (
+            -- An empty audience (a user without devices) has nothing to send: the job is done at once.
+            -- A separate update keeps both joins linear: an outer join of the batch against its totals
+            -- was planned as a nested loop, quadratic in the batch.
+            UPDATE push.jobs j
+               SET state = 'done', total = 0, android_total = 0, started_at = now(), finished_at = now()
+              FROM due
+             WHERE j.id = due.id AND due.id NOT IN (SELECT job_id FROM totals)
+            RETURNING j.id
+        )
+        SELECT (SELECT count(*) FROM started) + (SELECT count(*) FROM empty)
+        """
+
+    var chunkSize: Int
+    var limit: Int
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(chunkSize)
+        bindings.append(limit)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
 }
