@@ -83,8 +83,18 @@ extension Worker {
     /// the claim loop when it made work.
     func expansionLoop() async {
         var failures = 0
+        var lastPass: ContinuousClock.Instant?
         for await _ in expansionEvents {
             if stop.isSet { break }
+            // Trickling traffic NOTIFYs once per producer commit: at 500 one-user jobs a second, a pass per
+            // commit planned and ran the expansion, and the claim it wakes, for one or two jobs each (11 s of
+            // database CPU in 20 s). Passes at least this far apart take what arrived meanwhile in one
+            // statement; a burst's passes take longer than this, so they never wait.
+            if let lastPass, case let wait = Self.smallJobGathering - lastPass.duration(to: .now), wait > .zero {
+                try? await Task.sleep(for: wait)
+                if stop.isSet { break }
+            }
+            lastPass = .now
             do {
                 var made = 0
                 while !stop.isSet {
@@ -128,6 +138,8 @@ extension Worker {
     }
 
     static let smallJobBatch = 1000
+    /// The least time between two expansion passes; what a one-user job may wait for its batch at most.
+    static let smallJobGathering: Duration = .milliseconds(10)
     static let largeJobExpansionInterval: Duration = .milliseconds(100)
 
     /// Sends one chunk and hands its completion to the result writer. If its tokens cannot be read, it retries;

@@ -39,10 +39,58 @@ extension QueueStore {
         let capped = budget.appAllowances.filter { $0.value > 0 }
         let cappedApps = Array(capped.keys)
         let cappedTokens = cappedApps.map { Int64(capped[$0]!) }
-        let rows = try await run(ClaimChunks(
-            leaseOwner: leaseOwner, blockedApps: blocked, maximumChunkTokens: budget.maximumChunkTokens,
-            maximumChunks: budget.maximumChunks, cappedApps: cappedApps, cappedTokens: cappedTokens, room: budget.room,
-            leaseSeconds: lease.inSeconds))
+        let rows = try await run("""
+            WITH candidates AS (
+                SELECT c.id, c.ctid AS row_ref, c.app_id, c.priority, c.seq, c.estimated_tokens
+                  FROM push.chunks c
+                 WHERE ((c.locked_by IS NULL AND c.next_attempt_at <= now())
+                        -- A rescue: the holding process stopped renewing its lease. Never this process's own
+                        -- chunk, which may just have a late heartbeat while its requests are in flight.
+                        OR (c.locked_until < now() AND c.locked_by <> \(leaseOwner)))
+                   AND c.app_id <> ALL (\(blocked)::text[])
+                   AND (\(budget.maximumChunkTokens)::int4 IS NULL OR c.estimated_tokens <= \(budget.maximumChunkTokens)::int4)
+                   -- Not an anti-join: the planner estimated it kept few chunks, then read and sorted the whole
+                   -- queue (21 of 34 ms for 1,000 of 20,000 chunks) instead of walking chunks_claimable.
+                   AND c.app_id NOT IN (SELECT p.id FROM push.apps p WHERE p.paused_reason IS NOT NULL)
+                 ORDER BY c.priority DESC, c.seq, c.id
+                 LIMIT \(budget.maximumChunks)
+                   FOR NO KEY UPDATE OF c SKIP LOCKED
+            ), per_app AS (
+                SELECT k.*, allowed.tokens AS allowance,
+                       sum(k.estimated_tokens) OVER (PARTITION BY k.app_id ORDER BY k.priority DESC, k.seq, k.id)
+                         - k.estimated_tokens AS app_before
+                  FROM candidates k
+                  LEFT JOIN unnest(\(cappedApps)::text[], \(cappedTokens)::int8[]) AS allowed(app_id, tokens)
+                    ON allowed.app_id = k.app_id
+            ), eligible AS (
+                SELECT e.row_ref,
+                       sum(e.estimated_tokens) OVER (ORDER BY e.priority DESC, e.seq, e.id) - e.estimated_tokens AS before
+                  FROM per_app e
+                 WHERE e.allowance IS NULL OR e.app_before < e.allowance
+            ), claimed AS (
+                -- The chunks are named by the row versions the candidates locked (a TID scan) and the job is
+                -- probed per chunk, so the plan cannot depend on statistics. With push.jobs analyzed while
+                -- every job was done, the planner once put the active jobs outside a nested loop that re-sorted
+                -- the candidates per job (a 15-second claim at 20,000 jobs), and an id list was looked up in
+                -- the wrong index (0.5 s). A row that another transaction moved meanwhile is not found and
+                -- stays for the next claim. The job's state is checked per claimed chunk, not per candidate:
+                -- a probe per candidate made the claim 11 % slower with 1,000,000 finished jobs. The only
+                -- chunks it turns away are a cancelled job's rescued ones, which maintenance drops.
+                UPDATE push.chunks c
+                   SET locked_by = \(leaseOwner),
+                       locked_until = now() + make_interval(secs => \(lease.inSeconds)),
+                       claims = c.claims + 1
+                 WHERE c.ctid = ANY (ARRAY(SELECT eligible.row_ref FROM eligible WHERE eligible.before < \(budget.room)))
+                   AND (SELECT j.state FROM push.jobs j WHERE j.id = c.job_id) IN ('queued', 'running')
+                RETURNING c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token, c.tokens,
+                          c.attempt, c.last_reason, c.claims, c.estimated_tokens, c.platform
+            )
+            SELECT c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token,
+                   coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims, c.estimated_tokens,
+                   j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags,
+                   j.failure_reason, c.platform, CASE WHEN c.platform = 'android' THEN j.fcm::text END
+              FROM claimed c JOIN push.jobs j ON j.id = c.job_id
+            """)
         // The claim does not keep the candidates' order; restore it so urgent chunks start first.
         return try rows.map { row in
             let (id, jobID, appID, priority, seq, kind, lo, hi, tokens, attempt, lastReason, claims, estimated,
@@ -120,88 +168,4 @@ extension QueueStore {
              WHERE id = ANY (\(chunkIDs)) AND locked_by = \(leaseOwner)
             """, deadline: deadline)
     }
-}
-
-/// The statement of ``QueueStore/claimChunks(_:lease:)``, prepared once per connection. Parameters: $1 the
-/// lease owner, $2 apps not to look at, $3 the largest chunk to take (NULL: any), $4 chunks at most, $5 and
-/// $6 the capped apps and their allowances, $7 the room in notifications, $8 the lease in seconds.
-struct ClaimChunks: PostgresPreparedStatement {
-    typealias Row = PostgresRow
-    static let bindingDataTypes: [PostgresDataType] = [.text, .textArray, .int8, .int8, .textArray, .int8Array, .int8, .float8]
-    static let sql = """
-        WITH candidates AS (
-            SELECT c.id, c.ctid AS row_ref, c.app_id, c.priority, c.seq, c.estimated_tokens
-              FROM push.chunks c
-             WHERE ((c.locked_by IS NULL AND c.next_attempt_at <= now())
-                    -- A rescue: the holding process stopped renewing its lease. Never this process's own
-                    -- chunk, which may just have a late heartbeat while its requests are in flight.
-                    OR (c.locked_until < now() AND c.locked_by <> $1))
-               AND c.app_id <> ALL ($2)
-               AND ($3 IS NULL OR c.estimated_tokens <= $3)
-               -- Not an anti-join: the planner estimated it kept few chunks, then read and sorted the whole
-               -- queue (21 of 34 ms for 1,000 of 20,000 chunks) instead of walking chunks_claimable.
-               AND c.app_id NOT IN (SELECT p.id FROM push.apps p WHERE p.paused_reason IS NOT NULL)
-             ORDER BY c.priority DESC, c.seq, c.id
-             LIMIT $4
-               FOR NO KEY UPDATE OF c SKIP LOCKED
-        ), per_app AS (
-            SELECT k.*, allowed.tokens AS allowance,
-                   sum(k.estimated_tokens) OVER (PARTITION BY k.app_id ORDER BY k.priority DESC, k.seq, k.id)
-                     - k.estimated_tokens AS app_before
-              FROM candidates k
-              LEFT JOIN unnest($5, $6) AS allowed(app_id, tokens)
-                ON allowed.app_id = k.app_id
-        ), eligible AS (
-            SELECT e.row_ref,
-                   sum(e.estimated_tokens) OVER (ORDER BY e.priority DESC, e.seq, e.id) - e.estimated_tokens AS before
-              FROM per_app e
-             WHERE e.allowance IS NULL OR e.app_before < e.allowance
-        ), claimed AS (
-            -- The chunks are named by the row versions the candidates locked (a TID scan) and the job is
-            -- probed per chunk, so the plan cannot depend on statistics. With push.jobs analyzed while
-            -- every job was done, the planner once put the active jobs outside a nested loop that re-sorted
-            -- the candidates per job (a 15-second claim at 20,000 jobs), and an id list was looked up in
-            -- the wrong index (0.5 s). A row that another transaction moved meanwhile is not found and
-            -- stays for the next claim. The job's state is checked per claimed chunk, not per candidate:
-            -- a probe per candidate made the claim 11 % slower with 1,000,000 finished jobs. The only
-            -- chunks it turns away are a cancelled job's rescued ones, which maintenance drops.
-            UPDATE push.chunks c
-               SET locked_by = $1,
-                   locked_until = now() + make_interval(secs => $8),
-                   claims = c.claims + 1
-             WHERE c.ctid = ANY (ARRAY(SELECT eligible.row_ref FROM eligible WHERE eligible.before < $7))
-               AND (SELECT j.state FROM push.jobs j WHERE j.id = c.job_id) IN ('queued', 'running')
-            RETURNING c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token, c.tokens,
-                      c.attempt, c.last_reason, c.claims, c.estimated_tokens, c.platform
-        )
-        SELECT c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token,
-               coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims, c.estimated_tokens,
-               j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags,
-               j.failure_reason, c.platform, CASE WHEN c.platform = 'android' THEN j.fcm::text END
-          FROM claimed c JOIN push.jobs j ON j.id = c.job_id
-        """
-
-    var leaseOwner: String
-    var blockedApps: [String]
-    var maximumChunkTokens: Int?
-    var maximumChunks: Int
-    var cappedApps: [String]
-    var cappedTokens: [Int64]
-    var room: Int
-    var leaseSeconds: Double
-
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 8)
-        bindings.append(leaseOwner)
-        bindings.append(blockedApps)
-        bindings.append(maximumChunkTokens)
-        bindings.append(maximumChunks)
-        bindings.append(cappedApps)
-        bindings.append(cappedTokens)
-        bindings.append(room)
-        bindings.append(leaseSeconds)
-        return bindings
-    }
-
-    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
 }

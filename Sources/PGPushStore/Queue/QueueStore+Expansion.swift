@@ -26,7 +26,66 @@ extension QueueStore {
     /// platform's tokens: iOS devices of an app with an APNs credential, Android devices of an app with FCM.
     /// Returns how many jobs were expanded; broadcasts are left to ``expandNextDueJob(chunkSize:)``.
     public func expandDueSmallJobs(chunkSize: Int, limit: Int) async throws -> Int {
-        let rows = try await run(ExpandDueSmallJobs(chunkSize: max(1, chunkSize), limit: max(1, limit)))
+        let size = max(1, chunkSize)
+        let rows = try await run("""
+            WITH due AS (
+                SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids,
+                       a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL AS has_apns,
+                       -- A job enqueued before its app had FCM has no Android message to send.
+                       j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm
+                  FROM (\(unescaped: Self.dueJobs) AND (cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size))
+                         ORDER BY j.priority DESC, j.send_at, j.id
+                         LIMIT \(limit)
+                           FOR UPDATE OF j SKIP LOCKED) j
+                  JOIN push.apps a ON a.id = j.app_id
+            ), audience AS (
+                SELECT due.id AS job_id, t.token, push.token_platform(t.token, due.has_apns, due.has_fcm) AS platform
+                  FROM due CROSS JOIN LATERAL unnest(due.tokens) AS t(token)
+                 WHERE due.tokens IS NOT NULL
+                UNION ALL
+                -- One index probe per job (devices_by_user). As a plain join the planner may merge-join the batch
+                -- against every device of the app, comparing each job's users with each device: seconds per
+                -- batch at 20,000 devices, hours at millions. OFFSET 0 keeps the subquery from being flattened.
+                SELECT due.id, d.token, d.platform
+                  FROM due CROSS JOIN LATERAL (
+                           SELECT d.token, d.platform FROM push.devices d
+                            WHERE d.app_id = due.app_id AND d.user_id = ANY (due.user_ids) OFFSET 0) d
+                 WHERE due.user_ids IS NOT NULL
+                   AND ((d.platform = 'ios' AND due.has_apns) OR (d.platform = 'android' AND due.has_fcm))
+            ), numbered AS (
+                SELECT job_id, token, platform,
+                       ((row_number() OVER (PARTITION BY job_id, platform ORDER BY token) - 1) / \(size))::int AS seq
+                  FROM audience WHERE platform IS NOT NULL
+            ), inserted AS (
+                INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at, platform)
+                SELECT n.job_id, due.app_id, due.priority, n.seq, 'tokens', array_agg(n.token ORDER BY n.token),
+                       count(*)::int, due.send_at, n.platform
+                  FROM numbered n JOIN due ON due.id = n.job_id
+                 GROUP BY n.job_id, n.platform, n.seq, due.app_id, due.priority, due.send_at
+                RETURNING job_id, estimated_tokens, platform
+            ), totals AS (
+                SELECT job_id, sum(estimated_tokens)::int8 AS total,
+                       coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
+                  FROM inserted GROUP BY job_id
+            ), started AS (
+                UPDATE push.jobs j
+                   SET state = 'running', total = t.total, started_at = now(),
+                       android_total = t.android, android_delivered = 0, android_failed = 0
+                  FROM totals t
+                 WHERE j.id = t.job_id
+                RETURNING j.id
+            ), empty AS (
+                -- An empty audience (a user without devices) has nothing to send: the job is done at once.
+                -- A separate update keeps both joins linear: an outer join of the batch against its totals
+                -- was planned as a nested loop, quadratic in the batch.
+                UPDATE push.jobs j
+                   SET state = 'done', total = 0, android_total = 0, started_at = now(), finished_at = now()
+                  FROM due
+                 WHERE j.id = due.id AND due.id NOT IN (SELECT job_id FROM totals)
+                RETURNING j.id
+            )
+            SELECT (SELECT count(*) FROM started) + (SELECT count(*) FROM empty)
+            """)
         return Int(try rows.first?.decode(Int64.self) ?? 0)
     }
 
@@ -120,79 +179,3 @@ extension QueueStore {
     }
 }
 
-/// The statement of ``QueueStore/expandDueSmallJobs(chunkSize:limit:)``, prepared once per connection.
-struct ExpandDueSmallJobs: PostgresPreparedStatement {
-    typealias Row = PostgresRow
-    static let bindingDataTypes: [PostgresDataType] = [.int8, .int8]
-    static let sql = """
-        WITH due AS (
-            SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids,
-                   a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL AS has_apns,
-                   -- A job enqueued before its app had FCM has no Android message to send.
-                   j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm
-              FROM (\(QueueStore.dueJobs) AND (cardinality(j.tokens) <= $1 OR cardinality(j.user_ids) <= $1)
-                     ORDER BY j.priority DESC, j.send_at, j.id
-                     LIMIT $2
-                       FOR UPDATE OF j SKIP LOCKED) j
-              JOIN push.apps a ON a.id = j.app_id
-        ), audience AS (
-            SELECT due.id AS job_id, t.token, push.token_platform(t.token, due.has_apns, due.has_fcm) AS platform
-              FROM due CROSS JOIN LATERAL unnest(due.tokens) AS t(token)
-             WHERE due.tokens IS NOT NULL
-            UNION ALL
-            -- One index probe per job (devices_by_user). As a plain join the planner may merge-join the batch
-            -- against every device of the app, comparing each job's users with each device: seconds per
-            -- batch at 20,000 devices, hours at millions. OFFSET 0 keeps the subquery from being flattened.
-            SELECT due.id, d.token, d.platform
-              FROM due CROSS JOIN LATERAL (
-                       SELECT d.token, d.platform FROM push.devices d
-                        WHERE d.app_id = due.app_id AND d.user_id = ANY (due.user_ids) OFFSET 0) d
-             WHERE due.user_ids IS NOT NULL
-               AND ((d.platform = 'ios' AND due.has_apns) OR (d.platform = 'android' AND due.has_fcm))
-        ), numbered AS (
-            SELECT job_id, token, platform,
-                   ((row_number() OVER (PARTITION BY job_id, platform ORDER BY token) - 1) / $1)::int AS seq
-              FROM audience WHERE platform IS NOT NULL
-        ), inserted AS (
-            INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at, platform)
-            SELECT n.job_id, due.app_id, due.priority, n.seq, 'tokens', array_agg(n.token ORDER BY n.token),
-                   count(*)::int, due.send_at, n.platform
-              FROM numbered n JOIN due ON due.id = n.job_id
-             GROUP BY n.job_id, n.platform, n.seq, due.app_id, due.priority, due.send_at
-            RETURNING job_id, estimated_tokens, platform
-        ), totals AS (
-            SELECT job_id, sum(estimated_tokens)::int8 AS total,
-                   coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
-              FROM inserted GROUP BY job_id
-        ), started AS (
-            UPDATE push.jobs j
-               SET state = 'running', total = t.total, started_at = now(),
-                   android_total = t.android, android_delivered = 0, android_failed = 0
-              FROM totals t
-             WHERE j.id = t.job_id
-            RETURNING j.id
-        ), empty AS (
-            -- An empty audience (a user without devices) has nothing to send: the job is done at once.
-            -- A separate update keeps both joins linear: an outer join of the batch against its totals
-            -- was planned as a nested loop, quadratic in the batch.
-            UPDATE push.jobs j
-               SET state = 'done', total = 0, android_total = 0, started_at = now(), finished_at = now()
-              FROM due
-             WHERE j.id = due.id AND due.id NOT IN (SELECT job_id FROM totals)
-            RETURNING j.id
-        )
-        SELECT (SELECT count(*) FROM started) + (SELECT count(*) FROM empty)
-        """
-
-    var chunkSize: Int
-    var limit: Int
-
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 2)
-        bindings.append(chunkSize)
-        bindings.append(limit)
-        return bindings
-    }
-
-    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
-}

@@ -51,23 +51,6 @@ public final class QueueStore: Sendable {
         }
     }
 
-    /// Runs a statement prepared once per connection. For the statements a worker runs hundreds of times a
-    /// second under trickling traffic (small-job expansion, claims): planning them afresh cost more than
-    /// running them, a third of a core at 500 one-user jobs a second.
-    @discardableResult
-    func run<Statement: PostgresPreparedStatement>(
-        _ statement: Statement, deadline: Duration = QueueStore.deadline
-    ) async throws -> [Statement.Row] where Statement.Row: Sendable {
-        counted()
-        let client = self.client
-        let logger = self.logger
-        return try await withDeadline(deadline) {
-            var rows: [Statement.Row] = []
-            for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
-            return rows
-        }
-    }
-
     @discardableResult
     func run(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [PostgresRow] {
         counted()
