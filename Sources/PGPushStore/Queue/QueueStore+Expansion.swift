@@ -178,4 +178,3 @@ extension QueueStore {
         }
     }
 }
-
