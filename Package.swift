@@ -20,6 +20,7 @@ let migrationFiles = [
     "0011_job_platforms.sql",
     "0012_one_enqueue_trigger.sql",
     "0013_device_field_bounds.sql",
+    "0014_chunks_without_job_key.sql",
 ]
 
 let package = Package(

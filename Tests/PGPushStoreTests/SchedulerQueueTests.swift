@@ -339,6 +339,11 @@ struct RetentionTests {
                 UPDATE push.jobs SET state = 'failed', finished_at = now() - interval '1 day'
                  WHERE id IN (SELECT id FROM push.jobs WHERE state = 'queued' ORDER BY id LIMIT 3)
                 """)
+            // A chunk left behind by the oldest finished job, and one of a queued job.
+            try await db.exec("""
+                INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens)
+                SELECT id, 'a', 0, 0, 'tokens', tokens, 1 FROM push.jobs WHERE id IN (SELECT min(id) FROM push.jobs UNION SELECT max(id) FROM push.jobs)
+                """)
             try await db.exec("""
                 INSERT INTO push.pruned_devices (app_id, token, reason, pruned_at)
                 SELECT 'a', lpad(to_hex(g), 64, '0'), 'Unregistered', now() - make_interval(days => g) FROM generate_series(1, 60) g
@@ -355,6 +360,9 @@ struct RetentionTests {
             #expect(try await db.scalar("SELECT count(*) FROM push.jobs WHERE state = 'queued'") == 2)
             #expect(try await db.scalar("SELECT count(*) FROM push.pruned_devices") == 29, "audit rows of the last 29 days stay")
             #expect(try await db.scalar("SELECT count(*) FROM push.prune_candidates") == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.chunks WHERE job_id = (SELECT max(id) FROM push.jobs)") == 1,
+                    "a removed job's chunk goes with it; a queued job's chunk stays")
+            #expect(try await db.scalar("SELECT count(*) FROM push.chunks") == 1)
             // The job batch is found through the partial index on finished_at, not a scan of every job.
             let plan = try await db.rows("""
                 EXPLAIN SELECT id FROM push.jobs WHERE state IN ('done', 'failed', 'cancelled')

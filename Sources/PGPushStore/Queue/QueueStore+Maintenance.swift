@@ -99,12 +99,19 @@ extension QueueStore {
     public func removeExpired(olderThan keep: Duration, batchSize: Int = 1000) async throws -> MaintenanceReport {
         var report = MaintenanceReport(ranAsLeader: true)
         let seconds = keep.inSeconds
+        // A finished job should have no chunks left; should one remain, it goes with its job, since push.chunks
+        // has no foreign key to cascade (migration 0014).
         report.jobsRemoved = try await run("""
-            DELETE FROM push.jobs WHERE id IN (
-                SELECT id FROM push.jobs
-                 WHERE state IN ('done', 'failed', 'cancelled') AND finished_at < now() - make_interval(secs => \(seconds))
-                 ORDER BY finished_at LIMIT \(batchSize))
-            RETURNING id
+            WITH removed AS (
+                DELETE FROM push.jobs WHERE id IN (
+                    SELECT id FROM push.jobs
+                     WHERE state IN ('done', 'failed', 'cancelled') AND finished_at < now() - make_interval(secs => \(seconds))
+                     ORDER BY finished_at LIMIT \(batchSize))
+                RETURNING id
+            ), leftover AS (
+                DELETE FROM push.chunks WHERE job_id IN (SELECT id FROM removed)
+            )
+            SELECT id FROM removed
             """).count
         report.auditRowsRemoved = try await run("""
             DELETE FROM push.pruned_devices WHERE id IN (
