@@ -21,6 +21,7 @@ let migrationFiles = [
     "0012_one_enqueue_trigger.sql",
     "0013_device_field_bounds.sql",
     "0014_chunks_without_job_key.sql",
+    "0015_pooled_topology.sql",
 ]
 
 let package = Package(

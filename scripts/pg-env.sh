@@ -82,3 +82,62 @@ pg_stop() {
     [ -d "$dir/data" ] && pg_as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1
     rm -rf "$dir"
 }
+
+# PgBouncer in front of the throwaway cluster, as production runs it. Two instances, both wildcard (`*`, so every
+# test's own database is reachable by name): one in transaction pooling with 4 server connections per database,
+# and one in session pooling, the kind of URL LISTEN needs.
+#   pgbouncer_ensure_installed        install Debian's pgbouncer when missing
+#   pgbouncer_start DIR PG_PORT       start both; exports PGPUSH_TEST_PGBOUNCER_PORT, PGPUSH_TEST_PGBOUNCER_SESSION_PORT
+#   pgbouncer_stop DIR
+pgbouncer_ensure_installed() {
+    if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
+        echo "pgpush: pgbouncer not found; installing it from Debian" >&2
+        apt_install pgbouncer
+    fi
+    PGBOUNCER_BIN=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
+    export PGBOUNCER_BIN
+}
+
+# pgbouncer_write_ini FILE PORT POOL_MODE PG_PORT DIR: a generated ini (also used by the failover test).
+pgbouncer_write_ini() {
+    local file=$1 port=$2 mode=$3 pg_port=$4 dir=$5
+    cat >"$file" <<INI
+[databases]
+* = host=127.0.0.1 port=$pg_port user=postgres
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = any
+pool_mode = $mode
+default_pool_size = 4
+max_client_conn = 1000
+max_db_connections = 0
+server_lifetime = 3600
+server_check_delay = 0
+logfile = $dir/pgbouncer-$mode.log
+pidfile = $dir/pgbouncer-$mode.pid
+admin_users = postgres
+ignore_startup_parameters =
+INI
+}
+
+pgbouncer_start() {
+    local dir=$1 pg_port=$2 mode port
+    for mode in transaction session; do
+        port=$(pg_free_port)
+        pgbouncer_write_ini "$dir/pgbouncer-$mode.ini" "$port" "$mode" "$pg_port" "$dir"
+        [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir/pgbouncer-$mode.ini"
+        pg_as_owner "$PGBOUNCER_BIN" -d "$dir/pgbouncer-$mode.ini" >/dev/null 2>&1 \
+            || { cat "$dir/pgbouncer-$mode.log" >&2; return 1; }
+        if [ "$mode" = transaction ]; then export PGPUSH_TEST_PGBOUNCER_PORT=$port; else export PGPUSH_TEST_PGBOUNCER_SESSION_PORT=$port; fi
+    done
+}
+
+pgbouncer_stop() {
+    local dir=$1 mode
+    for mode in transaction session; do
+        [ -f "$dir/pgbouncer-$mode.pid" ] && kill "$(cat "$dir/pgbouncer-$mode.pid")" 2>/dev/null
+    done
+    return 0
+}

@@ -35,7 +35,7 @@ extension EndToEndTests {
                 #expect(fleet.simulator.ledger.duplicates.count == 0)
                 // Which call meets the outage depends on timing: a query in flight fails at once, one waiting
                 // for a connection sees the reconnects fail. Either proves the worker ran through it.
-                let noticed = ["writing results failed", "claim failed", "Connection creation failed"]
+                let noticed = ["database unavailable", "writing results failed", "claim failed", "Connection creation failed"]
                 #expect(noticed.contains { worker.log.contains($0) }, "the outage was not noticed: \(worker.log.suffix(3000))")
             }
         }

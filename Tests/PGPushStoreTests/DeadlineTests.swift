@@ -59,49 +59,48 @@ struct DeadlineTests {
     }
 
     /// A statement the worker gave up on must stop holding locks on the server too, and no statement of the
-    /// worker's may spend its time in JIT compilation.
-    @Test func workerConnectionsCarryServerSideLimits() async throws {
+    /// worker's may spend its time in JIT compilation. The limits are set per transaction, so that they hold
+    /// through PgBouncer and never follow a pooled server connection to its next client.
+    @Test func workerTransactionsCarryServerSideLimitsThatEndWithThem() async throws {
         try await TestDatabase.with { db in
-            let url = try DatabaseURL(db.urlString)
-            let client = PostgresClient(configuration: try url.clientConfiguration(maximumConnections: 1, serverTimeouts: .worker),
-                                        backgroundLogger: Logger(label: "pgpush.test"))
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await client.run() }
-                defer { group.cancelAll() }
+            let store = QueueStore(client: db.client, workerID: "w", logger: db.logger)
+            let inside = try await store.transaction { connection in
                 var settings: [String] = []
                 for name in ["statement_timeout", "lock_timeout", "jit"] {
-                    let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT current_setting('\(name)')"))
+                    let rows = try await connection.query(PostgresQuery(unsafeSQL: "SELECT current_setting('\(name)')"), logger: db.logger)
                     for try await value in rows.decode(String.self) { settings.append(value) }
                 }
-                #expect(settings == ["20s", "5s", "off"])
+                return settings
             }
+            #expect(inside == ["20s", "5s", "off"])
+            // The same pool's next statement, outside the transaction, has the server's defaults again.
+            let after = try await db.client.withConnection { connection in
+                var values: [String] = []
+                for try await value in try await connection.query("SELECT current_setting('statement_timeout')", logger: db.logger)
+                    .decode(String.self) { values.append(value) }
+                return values
+            }
+            #expect(after == ["0"])
         }
     }
 }
 
-/// The CLI's connections (progress lines, `stats`, bench) read the views an analyst reads; PostgreSQL must not
-/// JIT-compile each read.
+/// pgpush connects through PgBouncer, which refuses startup parameters it does not know; and the CLI's
+/// connections (progress lines, `stats`, bench) read views an analyst reads, which PostgreSQL must not
+/// JIT-compile on each read.
 @Suite(.timeLimit(.minutes(1))) struct SessionParameterTests {
-    @Test func everyConnectionPGPushOpensHasJITOff() async throws {
+    @Test func noStartupParametersAndJITOffByTheDatabaseSetting() async throws {
         try await TestDatabase.with { db in
             let url = try DatabaseURL(db.urlString)
+            #expect(try url.clientConfiguration().options.additionalStartupParameters.isEmpty)
+            #expect(try url.connectionConfiguration().options.additionalStartupParameters.isEmpty)
             let connection = try await PostgresConnection.connect(
                 configuration: try url.connectionConfiguration(), id: 1, logger: Logger(label: "pgpush.test"))
             defer { Task { try? await connection.close() } }
             var single: [String] = []
             for try await value in try await connection.query("SELECT current_setting('jit')", logger: Logger(label: "pgpush.test"))
                 .decode(String.self) { single.append(value) }
-            #expect(single == ["off"])
-
-            let client = PostgresClient(configuration: try url.clientConfiguration(maximumConnections: 1),
-                                        backgroundLogger: Logger(label: "pgpush.test"))
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await client.run() }
-                defer { group.cancelAll() }
-                var pooled: [String] = []
-                for try await value in try await client.query("SELECT current_setting('jit')").decode(String.self) { pooled.append(value) }
-                #expect(pooled == ["off"], "without server timeouts too")
-            }
+            #expect(single == ["off"], "migration 0015 sets jit = off for the database")
         }
     }
 }

@@ -166,3 +166,40 @@ public func serverMessage(of error: any Error) -> String? {
     if let error = error as? PostgresTransactionError, let closure = error.closureError { return serverMessage(of: closure) }
     return nil
 }
+
+/// The PgBouncer instances `scripts/test` starts in front of the cluster: transaction pooling with 4 server
+/// connections per database, and session pooling (what LISTEN needs). Missing outside `scripts/test`; a test
+/// of the pooled topology then fails rather than skips.
+public enum TestPgBouncer {
+    public static func port(_ variable: String) throws -> Int {
+        guard let raw = ProcessInfo.processInfo.environment[variable], let port = Int(raw) else {
+            throw PGPushError(.invalidConfiguration, "\(variable) is not set: run the tests with scripts/test, which starts PgBouncer")
+        }
+        return port
+    }
+}
+
+extension TestDatabase {
+    /// This database through PgBouncer in transaction pooling.
+    public func pooledURLString(user: String = "postgres") throws -> String {
+        "postgres://\(user)@127.0.0.1:\(try TestPgBouncer.port("PGPUSH_TEST_PGBOUNCER_PORT"))/\(name)?sslmode=disable"
+    }
+
+    /// This database through PgBouncer in session pooling.
+    public func sessionPooledURLString() throws -> String {
+        "postgres://postgres@127.0.0.1:\(try TestPgBouncer.port("PGPUSH_TEST_PGBOUNCER_SESSION_PORT"))/\(name)?sslmode=disable"
+    }
+
+    /// A client through PgBouncer in transaction pooling, run for the length of `body`.
+    public func withPooledClient<T: Sendable>(
+        maximumConnections: Int = 4, _ body: @Sendable (PostgresClient) async throws -> T
+    ) async throws -> T {
+        let url = try DatabaseURL(try pooledURLString())
+        let client = PostgresClient(configuration: try url.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            return try await body(client)
+        }
+    }
+}

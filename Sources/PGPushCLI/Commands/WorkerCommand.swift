@@ -34,6 +34,11 @@ struct WorkerCommand: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var logging: LoggingOptions
 
+    @Option(help: ArgumentHelp(
+        "PostgreSQL URL used only for LISTEN (new jobs, cancels): a direct or session-pooled one when --database-url goes through PgBouncer in transaction pooling; 'none' polls only (env: PGPUSH_LISTEN_DATABASE_URL; default --database-url).",
+        valueName: "url"))
+    var listenDatabaseUrl: String?
+
     @Option(help: "Send every app's traffic to this base URL, e.g. a simulator or staging relay (env: PGPUSH_APNS_ENDPOINT).")
     var apnsEndpoint: String?
     @Option(help: "Extra trusted CA certificates (PEM) for --apns-endpoint (env: PGPUSH_APNS_CA_FILE).")
@@ -110,15 +115,25 @@ struct WorkerCommand: AsyncParsableCommand {
         let port = try setting(metricsPort, "PGPUSH_METRICS_PORT") ?? 9464
         let host = try setting(metricsHost, "PGPUSH_METRICS_HOST") ?? "0.0.0.0"
         try await checkDatabase(url, logger: logger)
+        let listenURL = try listenURL(default: url)
+        if listenURL == nil {
+            logger.notice("no LISTEN: new work is found by polling every \(configuration.pollInterval) (--poll-interval)")
+        }
 
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let client = PostgresClient(
-            configuration: try url.clientConfiguration(maximumConnections: configuration.databaseConnections, serverTimeouts: .worker),
+            configuration: try url.clientConfiguration(maximumConnections: configuration.databaseConnections),
             backgroundLogger: logger)
-        let worker = Worker(configuration: configuration, client: client, logger: logger)
+        // LISTEN holds a connection per channel for the worker's life; it gets a client of its own, so that it
+        // can bypass a transaction pooler and never takes a connection the statements need.
+        let listener = try listenURL.map {
+            PostgresClient(configuration: try $0.clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
+        }
+        let worker = Worker(configuration: configuration, client: client, listener: listener, logger: logger)
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client)]
+        if let listener { services.append(.init(service: listener)) }
         if port >= 0 {
             let server = MetricsServer(
                 host: host, port: port, registry: registry, logger: logger, isReady: { worker.isReady },
@@ -134,6 +149,17 @@ struct WorkerCommand: AsyncParsableCommand {
             try await ServiceGroup(configuration: group).run()
         } catch let error as MetricsServer.BindError {
             throw ValidationError(Self.describe(error))
+        }
+    }
+
+    /// The URL LISTEN uses: `--listen-database-url`, else the database URL; nil for `none` (polling only).
+    private func listenURL(default url: DatabaseURL) throws -> DatabaseURL? {
+        guard let raw = try setting(listenDatabaseUrl, "PGPUSH_LISTEN_DATABASE_URL"), !raw.isEmpty else { return url }
+        if raw == "none" { return nil }
+        do {
+            return try DatabaseURL(raw)
+        } catch {
+            throw ValidationError("--listen-database-url: \(error.description)")
         }
     }
 

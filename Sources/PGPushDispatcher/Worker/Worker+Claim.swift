@@ -27,11 +27,13 @@ extension Worker {
                     let claimed = try await cancelWhenGracefulShutdown { try await self.claim(budget) }
                     databaseFailures = 0
                     readiness.store(true, ordering: .relaxed)
+                    databaseAnswered()
                     let full = scheduler.withLock {
                         $0.claimSucceeded(claimed.map { ($0.appID, $0.estimatedTokens) }, budget: budget)
                     }
                     // A claim that was not full took every ready small chunk there was (it takes them first).
                     if !full { state.withLock { $0.smallWorkServed = max($0.smallWorkServed, smallWork) } }
+                    heldChunks.withLock { $0.formUnion(claimed.map(\.id)) }
                     for chunk in claimed {
                         chunks.addTask { await self.run(chunk) }
                     }
@@ -41,7 +43,9 @@ extension Worker {
                     if stop.isSet { break }
                     databaseFailures += 1
                     readiness.store(false, ordering: .relaxed)
-                    logger.warning("claim failed; backing off", metadata: ["error": "\(LoggableError.describe(error))"])
+                    if !databaseFailed(error) {
+                        logger.warning("claim failed; backing off", metadata: ["error": "\(LoggableError.describe(error))"])
+                    }
                     try? await Task.sleep(for: Self.backoff(databaseFailures))
                     wake.yield()
                 }
@@ -130,7 +134,9 @@ extension Worker {
                 // Work already expanded keeps flowing: claiming does not wait for this loop.
                 if Task.isCancelled { return }
                 failures += 1
-                logger.error("expanding jobs failed", metadata: ["error": "\(LoggableError.describe(error))"])
+                if !databaseFailed(error) {
+                    logger.error("expanding jobs failed", metadata: ["error": "\(LoggableError.describe(error))"])
+                }
                 try? await Task.sleep(for: Self.backoff(failures))
                 expansionWake.yield()
             }
@@ -168,12 +174,15 @@ extension Worker {
                 failures += 1
                 // Shutting down: give the chunk back now, briefly, rather than retry into the grace period.
                 if stop.isSet {
+                    heldChunks.withLock { _ = $0.remove(chunk.id) }
                     if (try? await store.release([chunk.id], deadline: .seconds(2))) == nil {
                         logger.warning("could not give the chunk back; it is rescued when its lease runs out", metadata: ["chunk": "\(chunk.id)"])
                     }
                     return
                 }
-                logger.warning("reading the chunk failed; retrying", metadata: ["chunk": "\(chunk.id)", "error": "\(LoggableError.describe(error))"])
+                if !databaseFailed(error) {
+                    logger.warning("reading the chunk failed; retrying", metadata: ["chunk": "\(chunk.id)", "error": "\(LoggableError.describe(error))"])
+                }
                 try? await Task.sleep(for: Self.backoff(failures))
             }
         }

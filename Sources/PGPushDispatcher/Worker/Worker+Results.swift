@@ -19,6 +19,9 @@ extension Worker {
             let started = ContinuousClock.now
             do {
                 let report = try await store.complete(current)
+                heldChunks.withLock { held in
+                    for completion in current { held.remove(completion.chunk.id) }
+                }
                 metrics.completionDuration.record(duration: ContinuousClock.now - started)
                 let sent = current.reduce(0) { total, completion in
                     report.leaseLost.contains(completion.chunk.id) ? total : total + completion.outcomes.count { $0.status != 0 }
@@ -31,6 +34,7 @@ extension Worker {
                     metrics.leasesLost.increment()
                     logger.warning("lease lost; another worker records this chunk", metadata: ["chunk": "\(chunk)"])
                 }
+                databaseAnswered()
                 if failures > 0 {
                     readiness.store(true, ordering: .relaxed)
                     logger.info("database is back; results written", metadata: ["completions": "\(current.count)"])
@@ -48,9 +52,11 @@ extension Worker {
                 }
                 metrics.unwrittenResults.record(unwritten)
                 readiness.store(false, ordering: .relaxed)
-                logger.warning("writing results failed; keeping them and retrying", metadata: [
-                    "completions": "\(unwritten)", "attempt": "\(failures)", "error": "\(LoggableError.describe(error))",
-                ])
+                if !databaseFailed(error) {
+                    logger.warning("writing results failed; keeping them and retrying", metadata: [
+                        "completions": "\(unwritten)", "attempt": "\(failures)", "error": "\(LoggableError.describe(error))",
+                    ])
+                }
                 if writesAbandoned.load(ordering: .relaxed) { return }
                 try? await Task.sleep(for: Self.backoff(failures))
                 batch = scheduler.withLock { $0.nextWrite() }

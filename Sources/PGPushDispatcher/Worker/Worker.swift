@@ -9,8 +9,8 @@ import Synchronization
 /// `pgpush worker`: claims work sized in notifications, fans it out over the app's HTTP/2 pool, and records
 /// every token's outcome in group-committed writes.
 ///
-/// Its loops run as one structured task group: the claim loop, the heartbeat (leases and the live-worker
-/// registry), the LISTEN wake-ups (new jobs, cancels), and maintenance. What to claim, how much and when to
+/// Its loops: the claim loop, the heartbeat (leases and the live-worker registry), the LISTEN wake-ups (new
+/// jobs, cancels; only with a listen client), and maintenance, each step of which fails alone. What to claim, how much and when to
 /// write is decided by the pure ``WorkScheduler``; the loops carry it out. On graceful shutdown it stops
 /// claiming, lets the chunks in flight finish their requests, gives back what was not sent, writes every
 /// result within the grace period and leaves the registry.
@@ -35,6 +35,11 @@ public final class Worker: Service, Sendable {
     let writesAbandoned = Atomic<Bool>(false)
     let shutdownStarted = Mutex<ContinuousClock.Instant?>(nil)
     let health: Mutex<WorkerHealth>
+    /// The chunks this process holds: claimed, and their completion not yet written. The heartbeat renews
+    /// exactly these.
+    let heldChunks = Mutex<Set<Int64>>([])
+    /// Whether the database takes the worker's statements, from the loops' answers; throttles the log.
+    let database = Mutex(DatabaseStatus())
 
     struct LoopState {
         var tokensSent = 0
@@ -48,7 +53,18 @@ public final class Worker: Service, Sendable {
         var smallWorkServed = 0
     }
 
-    public init(configuration: WorkerConfiguration, client: PostgresClient, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger) {
+    /// The client LISTEN uses (a direct or session-pooled URL); nil: the worker wakes by polling only.
+    let listener: PostgresClient?
+
+    /// - Parameters:
+    ///   - client: every statement; may go through PgBouncer in transaction pooling.
+    ///   - listener: a client for LISTEN only, on a direct or session-pooled URL, run by the caller like
+    ///     `client`. Without one the worker polls every ``WorkerConfiguration/pollInterval``.
+    public init(
+        configuration: WorkerConfiguration, client: PostgresClient, listener: PostgresClient? = nil,
+        metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
+    ) {
+        self.listener = listener
         var logger = logger
         logger[metadataKey: "worker"] = "\(configuration.workerID)"
         self.configuration = configuration
@@ -68,7 +84,9 @@ public final class Worker: Service, Sendable {
     }
 
     /// True while the worker can reach the database and is not draining (`/readyz`).
-    public var isReady: Bool { readiness.load(ordering: .relaxed) && !stop.isSet }
+    public var isReady: Bool {
+        readiness.load(ordering: .relaxed) && database.withLock(\.isAvailable) && !stop.isSet
+    }
 
     /// True while the worker reaches PostgreSQL and its claim loop turns (`/healthz`).
     public var isHealthy: Bool { health.withLock { $0.isHealthy(at: .now) } }
@@ -83,8 +101,10 @@ public final class Worker: Service, Sendable {
             // stuck waiting for a database connection that cannot be made must not hold the exit.
             let loops = BackgroundLoops()
             loops.start { await self.heartbeatLoop() }
-            loops.start { await self.listenLoop() }
-            loops.start { await self.cancelListenLoop() }
+            if let listener {
+                loops.start { await self.listenLoop(listener) }
+                loops.start { await self.cancelListenLoop(listener) }
+            }
             loops.start { await self.maintenanceLoop() }
             loops.start { await self.ticker() }
             loops.start { await self.expansionLoop() }
@@ -93,6 +113,8 @@ public final class Worker: Service, Sendable {
             await self.flushResults(until: started + self.configuration.gracePeriod)
             await loops.cancel(waitingAtMost: .seconds(2))
             await registry.shutdown()
+            // Hand the maintenance leadership over at once rather than after its lease.
+            try? await store.releaseMaintenanceLeadership(deadline: .seconds(2))
             // Best effort and brief: with the database down, the registry row simply ages out.
             try? await store.unregisterWorker(deadline: .seconds(2))
             let summary = state.withLock { $0 }
@@ -118,9 +140,34 @@ public final class Worker: Service, Sendable {
                 return
             } catch {
                 failures += 1
-                logger.warning("database unavailable; retrying registration", metadata: ["error": "\(LoggableError.describe(error))"])
+                if !databaseFailed(error) {
+                    logger.warning("registration failed; retrying", metadata: ["error": "\(LoggableError.describe(error))"])
+                }
                 try await Task.sleep(for: Self.backoff(failures))
             }
+        }
+    }
+
+    /// Records a failed database call. Returns true when the error shows the database unavailable
+    /// (unreachable, read-only, shutting down): then it is logged here, once per problem and at most every few
+    /// seconds for all loops together, and the worker reports not ready. Other errors are the caller's to log.
+    @discardableResult
+    func databaseFailed(_ error: any Error) -> Bool {
+        guard let problem = DatabaseProblem.of(error) else { return false }
+        if let report = database.withLock({ $0.failed(problem, at: .now) }),
+           case .unavailable(let problem, let since, let failures) = report {
+            logger.error("database unavailable: \(problem); not ready, retrying with backoff", metadata: [
+                "for_seconds": "\(Int(since.duration(to: .now).inSeconds))", "failed_calls": "\(failures)",
+                "error": "\(LoggableError.describe(error))",
+            ])
+        }
+        return true
+    }
+
+    /// Records a database call that succeeded; logs the end of an outage once.
+    func databaseAnswered() {
+        if let report = database.withLock({ $0.succeeded(at: .now) }), case .recovered(let outage) = report {
+            logger.info("database available again; ready", metadata: ["unavailable_seconds": "\(Int(outage.inSeconds))"])
         }
     }
 

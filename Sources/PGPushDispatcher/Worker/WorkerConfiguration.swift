@@ -23,7 +23,8 @@ public struct WorkerConfiguration: Sendable {
     public var lease: Duration = .seconds(30)
     /// How often leases and the registry heartbeat are renewed.
     public var heartbeatInterval: Duration = .seconds(10)
-    /// The backstop poll when no NOTIFY arrives.
+    /// The backstop poll when no NOTIFY arrives; without a listen URL, the only wake-up for new work, so it
+    /// bounds the wait of a new job (half of it on average).
     public var pollInterval: Duration = .seconds(1)
     /// How long a graceful shutdown may spend draining in-flight requests before giving the rest back.
     public var gracePeriod: Duration = .seconds(30)
@@ -60,10 +61,13 @@ public struct WorkerConfiguration: Sendable {
     public var retention: Duration = .seconds(30 * 86_400)
     /// How often the maintenance leader runs (partitions, stuck jobs, pruning).
     public var maintenanceInterval: Duration = .seconds(5)
+    /// How long the maintenance leadership lasts without renewal: a dead leader is replaced after this. The
+    /// leader renews it every pass, so it must outlast a pass and the interval between two.
+    public var leaderLease: Duration { max(.seconds(30), maintenanceInterval * 4) }
     /// Provider-token refresh rules (shared across the fleet through the database).
     public var providerTokenPolicy = ProviderTokenRefreshPolicy()
-    /// PostgreSQL connections this worker may open; one idle for 5 s is closed. Two are taken by LISTEN (new
-    /// jobs, cancels) and one by the maintenance leader for its pass.
+    /// PostgreSQL connections this worker may open for its statements; one idle for 5 s is closed. LISTEN
+    /// (new jobs, cancels) takes two more, on the listen URL's own client.
     public var databaseConnections: Int = 8
     /// An app's connection pool with nothing to send for this long is closed; the next chunk opens it again.
     /// Long enough that steady traffic keeps its connections (APNs dislikes connect/close churn), short enough

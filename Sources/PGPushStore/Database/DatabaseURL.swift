@@ -69,8 +69,13 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         return "postgres://\(credentials)@\(host):\(port)/\(database)?sslmode=\(sslMode.rawValue)"
     }
 
-    /// Server-side limits for every statement of a connection, so a statement the client gave up on stops
-    /// holding locks: PostgreSQL's `statement_timeout` and `lock_timeout`.
+    /// Server-side limits for the statements of a worker's transactions, so a statement the client gave up on
+    /// stops holding locks: PostgreSQL's `statement_timeout` and `lock_timeout`.
+    ///
+    /// They are set with `SET LOCAL` at the start of each transaction (``QueueStore``), never as startup
+    /// parameters: PgBouncer refuses startup parameters it does not know (`jit`, the timeouts), and a plain
+    /// `SET` would follow a pooled server connection to its next client. Statements outside a transaction
+    /// take the login role's defaults: `ALTER ROLE <worker login> SET statement_timeout = '20s'`.
     public struct ServerTimeouts: Sendable, Hashable {
         public var statement: Duration
         public var lock: Duration
@@ -83,28 +88,22 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         /// The worker's: well inside its lease, and below the client-side deadline of its calls.
         public static let worker = ServerTimeouts(statement: .seconds(20), lock: .seconds(5))
 
-        var startupParameters: [(String, String)] {
-            [("statement_timeout", "\(Self.milliseconds(statement))ms"), ("lock_timeout", "\(Self.milliseconds(lock))ms")]
-        }
+        /// `statement_timeout` in milliseconds, as `set_config` takes it.
+        public var statementMilliseconds: String { "\(Self.milliseconds(statement))" }
+        /// `lock_timeout` in milliseconds, as `set_config` takes it.
+        public var lockMilliseconds: String { "\(Self.milliseconds(lock))" }
 
         private static func milliseconds(_ duration: Duration) -> Int64 {
             duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         }
     }
 
-    /// Set on every connection pgpush opens: `jit = off`. Its statements are short, and the planner's cost
-    /// estimates for the views it reads cross the JIT threshold (`push.job_progress` costs a never-run count
-    /// of the whole audience; `push.queue_backlog` the same), so PostgreSQL would spend some 80 ms compiling
-    /// a query that runs in a millisecond, each time: a progress line polled twice a second took a core.
-    static let sessionParameters: [(String, String)] = [("jit", "off")]
-
-    /// The startup parameters of a pool: the session's, and the server timeouts if any.
-    func startupParameters(_ serverTimeouts: ServerTimeouts?) -> [(String, String)] {
-        Self.sessionParameters + (serverTimeouts?.startupParameters ?? [])
-    }
-
     /// A PostgresNIO client configuration for this URL.
-    public func clientConfiguration(maximumConnections: Int = 8, serverTimeouts: ServerTimeouts? = nil) throws(PGPushError) -> PostgresClient.Configuration {
+    ///
+    /// It sends no startup parameters, so that it connects through PgBouncer in transaction pooling as well as
+    /// directly. `jit = off`, which pgpush's short statements want, is a database setting made by the
+    /// migrations (0015).
+    public func clientConfiguration(maximumConnections: Int = 8) throws(PGPushError) -> PostgresClient.Configuration {
         let tls: PostgresClient.Configuration.TLS
         switch sslMode {
         case .disable:
@@ -128,7 +127,6 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         // stopped server fail below its minimum.
         configuration.options.connectionIdleTimeout = .seconds(5)
         configuration.options.keepAliveBehavior = nil
-        configuration.options.additionalStartupParameters = startupParameters(serverTimeouts)
         return configuration
     }
 
@@ -142,7 +140,6 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         }
         var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
-        configuration.options.additionalStartupParameters = Self.sessionParameters
         return configuration
     }
 

@@ -50,15 +50,7 @@ public final class ThrowawayPostgres: @unchecked Sendable {
     }
 
     private func initialise(prepare: ((_ dataDirectory: String) throws -> Void)?) throws {
-        if runAsPostgres {
-            guard let account = getpwnam("postgres") else {
-                throw PGPushError(.invalidConfiguration, "running as root needs a `postgres` user to own the cluster (the postgresql package creates it)")
-            }
-            guard chown(directory, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
-                throw PGPushError(.invalidConfiguration, "cannot hand \(directory) to the postgres user: errno \(errno)")
-            }
-        }
-        chmod(directory, 0o700)
+        try takeOwnership()
         try runTool("initdb", ["-D", "\(directory)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"],
                     log: "\(directory)/initdb.log")
         let settings = """
@@ -74,10 +66,7 @@ public final class ThrowawayPostgres: @unchecked Sendable {
             log_min_messages = warning
 
             """
-        let configuration = try FileHandle(forWritingTo: URL(fileURLWithPath: "\(directory)/data/postgresql.conf"))
-        try configuration.seekToEnd()
-        try configuration.write(contentsOf: Data(settings.utf8))
-        try configuration.close()
+        try appendSettings(settings)
         try prepare?("\(directory)/data")
         lock.withLock { running = true }
         try runTool("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60", "start"],
@@ -104,6 +93,63 @@ public final class ThrowawayPostgres: @unchecked Sendable {
     /// Starts a server stopped by ``stopServer()`` again, on the same port.
     public func startServer() throws {
         try runTool("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60", "start"], log: nil)
+    }
+
+    /// A hot standby of this cluster, streaming from it: `pg_basebackup -R` into a new directory, started on a
+    /// port of its own (a test of failover or of reports on a replica). Stop it like any cluster.
+    public func makeStandby() throws -> ThrowawayPostgres {
+        let directory = try makeTemporaryDirectory(prefix: "pgpush-standby-")
+        let standby = ThrowawayPostgres(directory: directory, port: try freeLoopbackPort(), binaries: binaries)
+        do {
+            try standby.takeOwnership()
+            try standby.runTool("pg_basebackup", [
+                "-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-D", "\(directory)/data", "-R", "-X", "stream", "-c", "fast",
+            ], log: nil)
+            // The copied postgresql.conf names the primary's port and socket; later lines win.
+            try standby.appendSettings("""
+
+                port = \(standby.port)
+                unix_socket_directories = '\(directory)'
+                hot_standby = on
+
+                """)
+            standby.lock.withLock { standby.running = true }
+            try standby.startServer()
+            return standby
+        } catch {
+            standby.stop()
+            throw error
+        }
+    }
+
+    /// Promotes a standby made by ``makeStandby()`` to a primary, and waits until it takes writes.
+    public func promote() throws {
+        try runTool("pg_ctl", ["-D", "\(directory)/data", "-w", "-t", "60", "promote"], log: nil)
+    }
+
+    /// Stops the server the way a crash does (`pg_ctl -m immediate`): no checkpoint, clients cut off at once.
+    /// The cluster is kept; ``stop()`` still removes it.
+    public func crash() throws {
+        try runTool("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "-t", "60", "stop"], log: nil)
+    }
+
+    private func takeOwnership() throws {
+        if runAsPostgres {
+            guard let account = getpwnam("postgres") else {
+                throw PGPushError(.invalidConfiguration, "running as root needs a `postgres` user to own the cluster (the postgresql package creates it)")
+            }
+            guard chown(directory, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
+                throw PGPushError(.invalidConfiguration, "cannot hand \(directory) to the postgres user: errno \(errno)")
+            }
+        }
+        chmod(directory, 0o700)
+    }
+
+    private func appendSettings(_ settings: String) throws {
+        let configuration = try FileHandle(forWritingTo: URL(fileURLWithPath: "\(directory)/data/postgresql.conf"))
+        try configuration.seekToEnd()
+        try configuration.write(contentsOf: Data(settings.utf8))
+        try configuration.close()
     }
 
     /// Runs one PostgreSQL tool to completion (as `postgres` when root); a non-zero exit throws with its output.

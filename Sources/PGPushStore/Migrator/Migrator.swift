@@ -3,8 +3,10 @@ import PGPushCore
 import PostgresNIO
 
 /// Applies pending migrations in order, each in its own transaction, and records them in
-/// `push.schema_migrations`. A session-level advisory lock makes concurrent runs (say, every worker of a
-/// deploy starting at once) safe: the second waits, then finds nothing left to do.
+/// `push.schema_migrations`. Each transaction takes a transaction-level advisory lock and reads what is
+/// recorded under it, so concurrent runs (say, every worker of a deploy starting at once) are safe: the second
+/// waits, then finds the migration recorded. Nothing depends on the session, so `pgpush migrate` works through
+/// PgBouncer in transaction pooling as well as directly.
 public struct Migrator: Sendable {
     /// What one run did.
     public struct Report: Sendable, Equatable {
@@ -37,18 +39,19 @@ public struct Migrator: Sendable {
         }
     }
 
-    /// Migrates over an existing connection, holding the advisory lock for the whole run.
+    /// Migrates over an existing connection.
     public func migrate(connection: PostgresConnection) async throws -> Report {
         try checkOrdering()
-        _ = try await connection.query("SELECT pg_advisory_lock(\(Self.advisoryLockKey))", logger: logger).collect()
-        do {
-            let report = try await migrateLocked(connection: connection)
-            _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.advisoryLockKey))", logger: logger).collect()
-            return report
-        } catch {
-            _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.advisoryLockKey))", logger: logger).collect()
-            throw error
+        var report = Report(applied: [], alreadyApplied: [])
+        for migration in migrations {
+            if try await apply(migration, on: connection) {
+                report.applied.append(migration.version)
+                logger.info("applied migration", metadata: ["migration": "\(migration.name)"])
+            } else {
+                report.alreadyApplied.append(migration.version)
+            }
         }
+        return report
     }
 
     private func checkOrdering() throws(PGPushError) {
@@ -58,44 +61,32 @@ public struct Migrator: Sendable {
         }
     }
 
-    private func migrateLocked(connection: PostgresConnection) async throws -> Report {
-        try await connection.query("""
-            CREATE SCHEMA IF NOT EXISTS push;
-            """, logger: logger)
-        try await connection.query("""
-            CREATE TABLE IF NOT EXISTS push.schema_migrations (
-                version    text PRIMARY KEY,
-                checksum   text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )
-            """, logger: logger)
-        var recorded: [String: String] = [:]
-        let rows = try await connection.query("SELECT version, checksum FROM push.schema_migrations", logger: logger)
-        for try await (version, checksum) in rows.decode((String, String).self) {
-            recorded[version] = checksum
-        }
-
-        var report = Report(applied: [], alreadyApplied: [])
-        for migration in migrations {
-            if let checksum = recorded[migration.version] {
+    /// Applies `migration` unless it is recorded, in one transaction under the advisory lock; returns whether
+    /// it applied it. A recorded migration whose file changed is refused.
+    private func apply(_ migration: Migration, on connection: PostgresConnection) async throws -> Bool {
+        do {
+            _ = try await connection.query("BEGIN", logger: logger).collect()
+            _ = try await connection.query("SELECT pg_advisory_xact_lock(\(Self.advisoryLockKey))", logger: logger).collect()
+            _ = try await connection.query("CREATE SCHEMA IF NOT EXISTS push", logger: logger).collect()
+            _ = try await connection.query("""
+                CREATE TABLE IF NOT EXISTS push.schema_migrations (
+                    version    text PRIMARY KEY,
+                    checksum   text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )
+                """, logger: logger).collect()
+            let rows = try await connection.query(
+                "SELECT checksum FROM push.schema_migrations WHERE version = \(migration.version)", logger: logger).collect()
+            if let row = rows.first {
+                _ = try await connection.query("COMMIT", logger: logger).collect()
+                let checksum = try row.decode(String.self)
                 guard checksum == migration.checksum else {
                     throw PGPushError(
                         .invalidConfiguration,
                         "migration \(migration.name) was changed after it was applied (recorded checksum \(checksum.prefix(12))…, file \(migration.checksum.prefix(12))…); add a new migration instead of editing an applied one")
                 }
-                report.alreadyApplied.append(migration.version)
-                continue
+                return false
             }
-            try await apply(migration, on: connection)
-            report.applied.append(migration.version)
-            logger.info("applied migration", metadata: ["migration": "\(migration.name)"])
-        }
-        return report
-    }
-
-    private func apply(_ migration: Migration, on connection: PostgresConnection) async throws {
-        do {
-            _ = try await connection.query("BEGIN", logger: logger).collect()
             for statement in SQLScript.statements(migration.sql) {
                 _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
             }
@@ -103,6 +94,9 @@ public struct Migrator: Sendable {
                 INSERT INTO push.schema_migrations (version, checksum) VALUES (\(migration.version), \(migration.checksum))
                 """, logger: logger).collect()
             _ = try await connection.query("COMMIT", logger: logger).collect()
+            return true
+        } catch let error as PGPushError {
+            throw error
         } catch {
             _ = try? await connection.query("ROLLBACK", logger: logger).collect()
             throw PGPushError(

@@ -136,17 +136,23 @@ extension QueueStore {
             """)
     }
 
-    /// Extends the lease of every chunk this process holds, and refreshes its registry heartbeat.
-    /// Returns the number of live workers (for rate-limit shares). It gives up after a third of the lease, so
-    /// one hung call leaves time for the next before the leases run out.
-    public func heartbeat(lease: Duration, liveWindow: Duration) async throws -> Int {
+    /// Extends the lease of the chunks this process holds (`holding`: claimed and not yet recorded), and
+    /// refreshes its registry heartbeat. Returns the number of live workers (for rate-limit shares). It gives
+    /// up after a third of the lease, so one hung call leaves time for the next before the leases run out.
+    ///
+    /// Only the chunks named are renewed, not every row that names this process: after a failover, the new
+    /// primary may hold chunks whose completion this process wrote to the old one, unreplicated. They still
+    /// carry its lease; left alone they run out and are rescued (their tokens sent again: at least once),
+    /// where renewing them would keep the job running forever.
+    public func heartbeat(lease: Duration, liveWindow: Duration, holding: [Int64]) async throws -> Int {
         // SKIP LOCKED: a chunk row locked right now is being recorded by this process's own write (it is about
         // to be deleted) or rescued by another (it is lost anyway). Waiting for it could outlast the lock
         // timeout, and a failed heartbeat would also miss the registry: the other workers would count this
         // one dead and take a larger share of every rate limit.
         let rows = try await run("""
             WITH mine AS (
-                SELECT id FROM push.chunks WHERE locked_by = \(leaseOwner) FOR NO KEY UPDATE SKIP LOCKED
+                SELECT id FROM push.chunks WHERE id = ANY (\(holding)) AND locked_by = \(leaseOwner)
+                   FOR NO KEY UPDATE SKIP LOCKED
             ), extended AS (
                 UPDATE push.chunks c SET locked_until = now() + make_interval(secs => \(lease.inSeconds))
                   FROM mine WHERE c.id = mine.id

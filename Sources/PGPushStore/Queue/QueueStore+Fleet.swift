@@ -45,4 +45,9 @@ extension QueueStore {
             """)
         return !rows.isEmpty
     }
+
+    /// Sends a notification on `channel` (a listener's self-test; producers' notifications come from triggers).
+    public func notify(_ channel: String, payload: String) async throws {
+        try await run("SELECT pg_notify(\(channel), \(payload))")
+    }
 }

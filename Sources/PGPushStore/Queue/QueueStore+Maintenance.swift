@@ -3,8 +3,8 @@ import PGPushCore
 import PostgresNIO
 
 extension QueueStore {
-    /// The advisory lock that elects one maintenance leader per database at a time.
-    static let maintenanceLockKey: Int64 = 0x7067_7075_7368_6d74
+    /// The name of the maintenance leader's row in `push.leader_leases`.
+    static let maintenanceLeaseName = "maintenance"
 
     /// What one maintenance pass did.
     public struct MaintenanceReport: Sendable, Hashable {
@@ -18,30 +18,35 @@ extension QueueStore {
         public var pruneCandidatesRemoved: Int = 0
     }
 
-    /// Runs `pass` only if this worker wins the maintenance leadership, and holds it for the whole pass: a
-    /// session-level advisory lock on a connection kept for the pass, so no second leader starts halfway
-    /// through (the prune pass included). Returns nil when another worker leads.
-    public func asMaintenanceLeader<T: Sendable>(_ pass: @escaping @Sendable () async throws -> T) async throws -> T? {
-        let key = Self.maintenanceLockKey
-        let logger = self.logger
-        return try await client.withConnection { connection in
-            self.counted()
-            let leader = try await connection.query("SELECT pg_try_advisory_lock(\(key))", logger: logger)
-                .collect().first?.decode(Bool.self) ?? false
-            guard leader else { return nil }
-            do {
-                let result = try await pass()
-                self.counted()
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(key))", logger: logger).collect()
-                return result
-            } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(key))", logger: logger).collect()
-                throw error
-            }
-        }
+    /// Takes or renews the maintenance leadership for `lease`, and says whether this process holds it.
+    ///
+    /// Leadership is a row in `push.leader_leases`, not a session advisory lock: through PgBouncer in
+    /// transaction pooling every statement may run on another server connection, and a session lock would be
+    /// released, or kept, behind the holder's back. The holder renews the row each pass (and between the
+    /// steps of a long one); anyone takes it once it has run out, so a leader that died is replaced within one
+    /// lease. One statement decides, so two workers can never both be told they lead.
+    public func acquireMaintenanceLeadership(lease: Duration) async throws -> Bool {
+        let seconds = lease.inSeconds
+        let rows = try await run("""
+            INSERT INTO push.leader_leases AS l (name, holder, expires_at)
+            VALUES (\(Self.maintenanceLeaseName), \(leaseOwner), now() + make_interval(secs => \(seconds)))
+            ON CONFLICT (name) DO UPDATE
+               SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
+                   taken_at = CASE WHEN l.holder = EXCLUDED.holder THEN l.taken_at ELSE now() END
+             WHERE l.holder = EXCLUDED.holder OR l.expires_at < now()
+            RETURNING holder
+            """)
+        return !rows.isEmpty
     }
 
-    /// One maintenance pass (run by the leader, see ``asMaintenanceLeader(_:)``): creates upcoming delivery
+    /// Gives the leadership up at once (a graceful shutdown), so the next leader need not wait out the lease.
+    public func releaseMaintenanceLeadership(deadline: Duration = QueueStore.deadline) async throws {
+        try await run("""
+            DELETE FROM push.leader_leases WHERE name = \(Self.maintenanceLeaseName) AND holder = \(leaseOwner)
+            """, deadline: deadline)
+    }
+
+    /// One maintenance pass (run by the leader, see ``acquireMaintenanceLeadership(lease:)``): creates upcoming delivery
     /// partitions, finishes running jobs with no chunks left (a backstop for a crash between statements of
     /// another worker's completion), drops chunks of ended jobs and forgets workers whose heartbeat stopped.
     public func maintain(deadWorkerAfter: Duration) async throws -> MaintenanceReport {

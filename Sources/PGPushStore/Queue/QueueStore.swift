@@ -16,11 +16,14 @@ public final class QueueStore: Sendable {
     /// the process before it; they are rescued once their lease runs out, like any dead worker's.
     public let leaseOwner: String
     let logger: Logger
+    /// Set with `SET LOCAL` at the start of every transaction; nil leaves the server's defaults.
+    let serverTimeouts: DatabaseURL.ServerTimeouts?
     private let statementCounter = Atomic<Int>(0)
 
-    public init(client: PostgresClient, workerID: String, logger: Logger) {
+    public init(client: PostgresClient, workerID: String, serverTimeouts: DatabaseURL.ServerTimeouts? = .worker, logger: Logger) {
         self.client = client
         self.workerID = workerID
+        self.serverTimeouts = serverTimeouts
         self.leaseOwner = "\(workerID)#\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
         self.logger = logger
     }
@@ -33,13 +36,16 @@ public final class QueueStore: Sendable {
     }
 
     /// The longest any one statement or transaction of the worker may take before it is abandoned as hung.
-    /// PostgreSQL's own `statement_timeout` (20 s on worker connections, ``DatabaseURL/ServerTimeouts/worker``)
+    /// PostgreSQL's own `statement_timeout` (20 s in worker transactions, ``DatabaseURL/ServerTimeouts/worker``)
     /// ends the statement on the server; this catches the client side of a dying connection that never
     /// answers, which was seen right after a server restart. Well inside the 30-second lease.
     public static let deadline: Duration = .seconds(25)
 
     /// The NOTIFY channel of `push.cancel`; the payload is the job id.
     public static let cancelChannel = "pgpush_cancel"
+
+    /// The NOTIFY channel of new jobs (`push.jobs`' statement trigger); a hint only.
+    public static let jobsChannel = "pgpush_jobs"
 
     @discardableResult
     func run(_ query: PostgresQuery, deadline: Duration = QueueStore.deadline) async throws -> [PostgresRow] {
@@ -57,14 +63,25 @@ public final class QueueStore: Sendable {
         return try await connection.query(query, logger: logger).collect()
     }
 
+    /// Runs `body` in a transaction whose statements carry the server timeouts and `jit = off`, set with
+    /// `SET LOCAL` so that they end with the transaction: through PgBouncer in transaction pooling, the server
+    /// connection serves another client next.
     func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        counted(2)  // BEGIN and COMMIT
+        counted(serverTimeouts == nil ? 2 : 3)  // BEGIN, the settings, COMMIT
         let client = self.client
         let logger = self.logger
+        let timeouts = self.serverTimeouts
         do {
             return try await withDeadline(Self.deadline) {
                 try await client.withTransaction(logger: logger) { connection in
-                    try await body(connection)
+                    if let timeouts {
+                        try await connection.query("""
+                            SELECT set_config('statement_timeout', \(timeouts.statementMilliseconds), true),
+                                   set_config('lock_timeout', \(timeouts.lockMilliseconds), true),
+                                   set_config('jit', 'off', true)
+                            """, logger: logger)
+                    }
+                    return try await body(connection)
                 }
             }
         } catch let error as PostgresTransactionError {

@@ -1,0 +1,148 @@
+import Foundation
+import PGPushCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A throwaway PgBouncer in front of a PostgreSQL port, for tests and benchmarks of the pooled topology.
+///
+/// Same recipe as `scripts/pg-env.sh`: Debian's `pgbouncer`, a generated ini with a wildcard database (every
+/// database of the server, by name), `auth_type = any` logging in as `postgres`, and `pool_mode` and
+/// `default_pool_size` as asked. As root it runs as the `postgres` user. ``repoint(to:)`` rewrites the ini and
+/// reloads it, the way operators move a stable address to a promoted standby.
+public final class ThrowawayPgBouncer: @unchecked Sendable {
+    public let port: Int
+    public let poolMode: String
+    public let poolSize: Int
+    private let directory: String
+    private let executable: String
+    private let runAsPostgres: Bool
+    private let lock = NSLock()
+    private var targetPort: Int
+    private var running = false
+
+    /// `postgres://postgres@127.0.0.1:<port>/<database>` through this pooler.
+    public func url(database: String) -> String {
+        "postgres://postgres@127.0.0.1:\(port)/\(database)?sslmode=disable"
+    }
+
+    /// Starts PgBouncer in front of `127.0.0.1:targetPort`.
+    public static func start(targetPort: Int, poolMode: String = "transaction", poolSize: Int = 4) throws -> ThrowawayPgBouncer {
+        guard let executable = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer"]
+            .first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+        else {
+            throw PGPushError(.invalidConfiguration, "PgBouncer is not installed: apt-get install pgbouncer")
+        }
+        let bouncer = ThrowawayPgBouncer(
+            directory: try makeTemporaryDirectory(prefix: "pgpush-pgbouncer-"), executable: executable,
+            port: try freeLoopbackPort(), targetPort: targetPort, poolMode: poolMode, poolSize: poolSize)
+        do {
+            try bouncer.launch()
+            return bouncer
+        } catch {
+            bouncer.stop()
+            throw error
+        }
+    }
+
+    private init(directory: String, executable: String, port: Int, targetPort: Int, poolMode: String, poolSize: Int) {
+        self.directory = directory
+        self.executable = executable
+        self.port = port
+        self.targetPort = targetPort
+        self.poolMode = poolMode
+        self.poolSize = poolSize
+        self.runAsPostgres = getuid() == 0
+    }
+
+    private var iniPath: String { "\(directory)/pgbouncer.ini" }
+    private var pidPath: String { "\(directory)/pgbouncer.pid" }
+    public var logPath: String { "\(directory)/pgbouncer.log" }
+
+    private func launch() throws {
+        if runAsPostgres, let account = getpwnam("postgres") {
+            chown(directory, account.pointee.pw_uid, account.pointee.pw_gid)
+        }
+        try writeIni()
+        let argv = (runAsPostgres ? ["runuser", "-u", "postgres", "--", executable] : [executable]) + ["-d", iniPath]
+        let status = try spawnAndWait(
+            executable: runAsPostgres ? "/usr/sbin/runuser" : executable, arguments: argv, outputPath: "\(directory)/start.log")
+        guard status == 0 else {
+            let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            throw PGPushError(.invalidConfiguration, "pgbouncer failed to start (exit \(status)): \(log.suffix(2000))")
+        }
+        lock.withLock { running = true }
+        // It daemonises before it listens; wait for the port.
+        let deadline = Date().addingTimeInterval(10)
+        while !Self.accepts(port: port) {
+            guard Date() < deadline else { throw PGPushError(.invalidConfiguration, "pgbouncer did not listen on \(port)") }
+            usleep(20_000)
+        }
+    }
+
+    private func writeIni() throws {
+        let target = lock.withLock { targetPort }
+        let ini = """
+            [databases]
+            * = host=127.0.0.1 port=\(target) user=postgres
+            [pgbouncer]
+            listen_addr = 127.0.0.1
+            listen_port = \(port)
+            unix_socket_dir =
+            auth_type = any
+            pool_mode = \(poolMode)
+            default_pool_size = \(poolSize)
+            max_client_conn = 1000
+            server_check_delay = 0
+            server_connect_timeout = 3
+            server_login_retry = 1
+            logfile = \(logPath)
+            pidfile = \(pidPath)
+
+            """
+        try ini.write(toFile: iniPath, atomically: true, encoding: .utf8)
+        if runAsPostgres, let account = getpwnam("postgres") {
+            chown(iniPath, account.pointee.pw_uid, account.pointee.pw_gid)
+        }
+    }
+
+    /// Points the pooler at another server (`RELOAD`, by SIGHUP): new server connections go there, and the
+    /// old ones are closed as they are released.
+    public func repoint(to port: Int) throws {
+        lock.withLock { targetPort = port }
+        try writeIni()
+        guard let pid = self.pid else { throw PGPushError(.invalidConfiguration, "pgbouncer is not running") }
+        kill(pid, SIGHUP)
+    }
+
+    private var pid: pid_t? {
+        (try? String(contentsOfFile: pidPath, encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
+    /// Stops PgBouncer and removes its directory. Safe to call twice.
+    public func stop() {
+        let wasRunning = lock.withLock { () -> Bool in
+            defer { running = false }
+            return running
+        }
+        if wasRunning, let pid {
+            kill(pid, SIGTERM)
+            let deadline = Date().addingTimeInterval(5)
+            while kill(pid, 0) == 0, Date() < deadline { usleep(20_000) }
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+}
