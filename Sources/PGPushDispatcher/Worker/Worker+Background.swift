@@ -151,9 +151,10 @@ extension Worker {
     /// Runs one maintenance step; its failure is logged (a database outage once, for all loops) and ends
     /// only this step.
     func maintenanceStep(_ name: String, _ step: () async throws -> Void) async {
+        // A step's success proves nothing about writes (most of them read, and a standby answers reads), so
+        // only the claim, the heartbeat and the result writer report the database available again.
         do {
             try await step()
-            databaseAnswered()
         } catch {
             if Task.isCancelled { return }
             if !databaseFailed(error) {

@@ -164,7 +164,8 @@ public final class Worker: Service, Sendable {
         return true
     }
 
-    /// Records a database call that succeeded; logs the end of an outage once.
+    /// Records a write that succeeded (a claim, a heartbeat, a result write: a read proves nothing, since a
+    /// standby answers reads); logs the end of an outage once.
     func databaseAnswered() {
         if let report = database.withLock({ $0.succeeded(at: .now) }), case .recovered(let outage) = report {
             logger.info("database available again; ready", metadata: ["unavailable_seconds": "\(Int(outage.inSeconds))"])

@@ -19,6 +19,7 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
     private let runAsPostgres: Bool
     private let lock = NSLock()
     private var targetPort: Int
+    private let databases: [String]
     private var running = false
 
     /// `postgres://postgres@127.0.0.1:<port>/<database>` through this pooler.
@@ -26,8 +27,11 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
         "postgres://postgres@127.0.0.1:\(port)/\(database)?sslmode=disable"
     }
 
-    /// Starts PgBouncer in front of `127.0.0.1:targetPort`.
-    public static func start(targetPort: Int, poolMode: String = "transaction", poolSize: Int = 4) throws -> ThrowawayPgBouncer {
+    /// Starts PgBouncer in front of `127.0.0.1:targetPort`. `databases` get entries of their own (a reload
+    /// re-points those for certain); every other database is reached through the wildcard.
+    public static func start(
+        targetPort: Int, databases: [String] = [], poolMode: String = "transaction", poolSize: Int = 4
+    ) throws -> ThrowawayPgBouncer {
         guard let executable = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer"]
             .first(where: { FileManager.default.isExecutableFile(atPath: $0) })
         else {
@@ -35,7 +39,7 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
         }
         let bouncer = ThrowawayPgBouncer(
             directory: try makeTemporaryDirectory(prefix: "pgpush-pgbouncer-"), executable: executable,
-            port: try freeLoopbackPort(), targetPort: targetPort, poolMode: poolMode, poolSize: poolSize)
+            port: try freeLoopbackPort(), targetPort: targetPort, databases: databases, poolMode: poolMode, poolSize: poolSize)
         do {
             try bouncer.launch()
             return bouncer
@@ -45,7 +49,8 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
         }
     }
 
-    private init(directory: String, executable: String, port: Int, targetPort: Int, poolMode: String, poolSize: Int) {
+    private init(directory: String, executable: String, port: Int, targetPort: Int, databases: [String], poolMode: String, poolSize: Int) {
+        self.databases = databases
         self.directory = directory
         self.executable = executable
         self.port = port
@@ -82,9 +87,10 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
 
     private func writeIni() throws {
         let target = lock.withLock { targetPort }
+        let entries = databases.map { "\($0) = host=127.0.0.1 port=\(target) dbname=\($0) user=postgres\n" }.joined()
         let ini = """
             [databases]
-            * = host=127.0.0.1 port=\(target) user=postgres
+            \(entries)* = host=127.0.0.1 port=\(target) user=postgres
             [pgbouncer]
             listen_addr = 127.0.0.1
             listen_port = \(port)
@@ -114,6 +120,9 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
         guard let pid = self.pid else { throw PGPushError(.invalidConfiguration, "pgbouncer is not running") }
         kill(pid, SIGHUP)
     }
+
+    /// What PgBouncer logged so far (for a failing test's message).
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     private var pid: pid_t? {
         (try? String(contentsOfFile: pidPath, encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }

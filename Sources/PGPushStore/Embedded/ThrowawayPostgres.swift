@@ -221,10 +221,24 @@ func spawnAndWait(executable: String, arguments: [String], outputPath: String) t
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    // The child starts with no signal blocked and every handler at its default: a daemon it leaves behind
+    // (pg_ctl's postgres, pgbouncer -d) would otherwise inherit the mask of the thread that spawned it, and
+    // never see the SIGHUP that tells it to reload.
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for signal in [SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
     var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, executable, &actions, nil, &argv, environ)
+    let spawned = posix_spawn(&pid, executable, &actions, &attributes, &argv, environ)
     guard spawned == 0 else { throw PGPushError(.invalidConfiguration, "cannot start \(executable): error \(spawned)") }
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 {
