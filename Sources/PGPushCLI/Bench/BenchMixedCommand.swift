@@ -35,8 +35,11 @@ struct BenchMixedCommand: AsyncParsableCommand {
             Exit codes: 0 measured and every job done, 1 otherwise (or timed out), 130 interrupted, 64 bad usage.
             """)
 
-    @Option(help: "PostgreSQL URL to use instead of a throwaway cluster. Other workers on it may claim the jobs.")
+    @Option(help: "PostgreSQL URL to use instead of a throwaway cluster (PgBouncer in transaction pooling too). Other workers on it may claim the jobs.")
     var databaseUrl: String?
+
+    @Option(help: "The workers' --listen-database-url: a direct or session-pooled URL when --database-url goes through PgBouncer; 'none' polls only.")
+    var listenDatabaseUrl: String?
 
     @Option(help: "Devices of the broadcast (tag `bench`).")
     var devices: Int = 1_000_000
@@ -93,9 +96,10 @@ struct BenchMixedCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let configuration = BenchRun.rigConfiguration(
+        var configuration = BenchRun.rigConfiguration(
             mode: "mixed", databaseURL: databaseUrl, chunkSize: chunkSize, connectionsPerApp: connectionsPerApp,
             simulatorLatency: try simulatorLatency.latency)
+        if let listenDatabaseUrl { configuration.workerArguments += ["--listen-database-url", listenDatabaseUrl] }
         let plan = BenchMixedPlan(
             devices: devices, rate: rate, duration: duration, priority: priority, broadcastPriority: broadcastPriority,
             workers: workers, skipSolo: skipSolo, timeout: .seconds(fromOption: timeout),

@@ -39,8 +39,11 @@ struct BenchSmallJobsCommand: AsyncParsableCommand {
             130 interrupted, 64 bad usage.
             """)
 
-    @Option(help: "PostgreSQL URL to use instead of a throwaway cluster. Other workers on it may claim the jobs.")
+    @Option(help: "PostgreSQL URL to use instead of a throwaway cluster (PgBouncer in transaction pooling too). Other workers on it may claim the jobs.")
     var databaseUrl: String?
+
+    @Option(help: "The workers' --listen-database-url: a direct or session-pooled URL when --database-url goes through PgBouncer; 'none' polls only.")
+    var listenDatabaseUrl: String?
 
     @Option(help: "One-device jobs to enqueue (one device and user each).")
     var jobs: Int = 20_000
@@ -82,9 +85,10 @@ struct BenchSmallJobsCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let configuration = BenchRun.rigConfiguration(
+        var configuration = BenchRun.rigConfiguration(
             mode: "small-jobs", databaseURL: databaseUrl, chunkSize: chunkSize, connectionsPerApp: connectionsPerApp,
             simulatorLatency: try simulatorLatency.latency)
+        if let listenDatabaseUrl { configuration.workerArguments += ["--listen-database-url", listenDatabaseUrl] }
         let plan = BenchSmallJobsPlan(
             jobs: jobs, producers: producers, priority: priority, workers: workers,
             timeout: .seconds(fromOption: timeout), simulatorLatency: configuration.simulatorLatency,
