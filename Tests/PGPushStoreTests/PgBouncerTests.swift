@@ -75,11 +75,13 @@ struct PooledTenancyTests {
         try await TestDatabase.with { db in
             try await db.createApp("mine")
             try await db.createApp("theirs")
-            try await db.exec("CREATE ROLE tenant_a NOLOGIN IN ROLE pgpush_producer")
-            try await db.exec("SELECT push.grant_app('tenant_a', 'mine')")
+            // Roles belong to the cluster, not to the test's database: a name of its own.
+            let tenant = "tenant_\(db.name.suffix(12))"
+            try await db.exec(PostgresQuery(unsafeSQL: "CREATE ROLE \(tenant) NOLOGIN IN ROLE pgpush_producer"))
+            try await db.exec("SELECT push.grant_app(\(tenant), 'mine')")
             try await db.withPooledClient(maximumConnections: 1) { client in
                 let allowed = try await client.withTransaction(logger: db.logger) { connection in
-                    try await connection.query("SET LOCAL ROLE tenant_a", logger: db.logger)
+                    try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL ROLE \(tenant)"), logger: db.logger)
                     let rows = try await connection.query("""
                         SELECT push.enqueue('mine', '{"aps":{"alert":"hi"}}', tokens => ARRAY[\(TestTokens.token(1))])
                         """, logger: db.logger).collect()
@@ -88,7 +90,7 @@ struct PooledTenancyTests {
                 #expect(allowed > 0)
                 await #expect(throws: (any Error).self) {
                     try await client.withTransaction(logger: db.logger) { connection in
-                        try await connection.query("SET LOCAL ROLE tenant_a", logger: db.logger)
+                        try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL ROLE \(tenant)"), logger: db.logger)
                         _ = try await connection.query("""
                             SELECT push.enqueue('theirs', '{"aps":{"alert":"hi"}}', tokens => ARRAY[\(TestTokens.token(2))])
                             """, logger: db.logger).collect()
