@@ -16,15 +16,7 @@ extension EndToEndTests {
         /// promote, one outcome per token; every token reaches APNs at least once, and what is sent again stays
         /// within what the workers had in flight. A job enqueued after the promote finishes too.
         @Test func aBroadcastFinishesAcrossAFailoverThroughPgBouncer() async throws {
-            let primary = try ThrowawayPostgres.start()
-            defer { primary.stop() }
-            try await Fleet.with(cluster: try DatabaseURL(primary.url), configure: { $0.faults.latency = .fixed(.milliseconds(300)) }) { fleet in
-                try await fleet.createApp()
-                try await fleet.registerDevices(30_000)
-                let standby = try primary.makeStandby()
-                defer { standby.stop() }
-                let bouncer = try ThrowawayPgBouncer.start(targetPort: primary.port, databases: [fleet.db.name])
-                defer { bouncer.stop() }
+            try await Self.withStandbyBehindPgBouncer(devices: 30_000) { fleet, primary, standby, bouncer in
                 let pooled = bouncer.url(database: fleet.db.name)
                 let maxInFlight = 2000
                 let workers = try (0..<2).map { index in
@@ -89,15 +81,7 @@ extension EndToEndTests {
         /// log says the database is read-only, at most every few seconds; pointed back, it becomes ready and
         /// finishes the broadcast with one outcome per token. Reports run on the standby meanwhile.
         @Test func pointedAtAStandbyTheWorkerWaitsNotReadyAndLosesNothing() async throws {
-            let primary = try ThrowawayPostgres.start()
-            defer { primary.stop() }
-            try await Fleet.with(cluster: try DatabaseURL(primary.url), configure: { $0.faults.latency = .fixed(.milliseconds(300)) }) { fleet in
-                try await fleet.createApp()
-                try await fleet.registerDevices(8000)
-                let standby = try primary.makeStandby()
-                defer { standby.stop() }
-                let bouncer = try ThrowawayPgBouncer.start(targetPort: primary.port, databases: [fleet.db.name])
-                defer { bouncer.stop() }
+            try await Self.withStandbyBehindPgBouncer(devices: 8000) { fleet, primary, standby, bouncer in
                 let pooled = bouncer.url(database: fleet.db.name)
                 let port = Int.random(in: 41_000...49_000)
                 let worker = try fleet.startWorker(
@@ -153,6 +137,25 @@ extension EndToEndTests {
                 #expect(worker.log.contains("database available again"))
                 worker.signal(SIGTERM)
                 #expect(await worker.waitForExit(timeout: .seconds(40)) == 0)
+            }
+        }
+
+        /// A primary with a fleet's database (an app and `devices` devices, APNs answering in 300 ms), its
+        /// streaming standby, and PgBouncer in transaction pooling in front of the primary.
+        static func withStandbyBehindPgBouncer(
+            devices: Int,
+            _ body: @Sendable (Fleet, ThrowawayPostgres, ThrowawayPostgres, ThrowawayPgBouncer) async throws -> Void
+        ) async throws {
+            let primary = try ThrowawayPostgres.start()
+            defer { primary.stop() }
+            try await Fleet.with(cluster: try DatabaseURL(primary.url), configure: { $0.faults.latency = .fixed(.milliseconds(300)) }) { fleet in
+                try await fleet.createApp()
+                try await fleet.registerDevices(devices)
+                let standby = try primary.makeStandby()
+                defer { standby.stop() }
+                let bouncer = try ThrowawayPgBouncer.start(targetPort: primary.port, databases: [fleet.db.name])
+                defer { bouncer.stop() }
+                try await body(fleet, primary, standby, bouncer)
             }
         }
 

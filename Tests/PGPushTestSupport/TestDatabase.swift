@@ -34,8 +34,12 @@ public struct TestDatabase: Sendable {
         logger.logLevel = .warning
         let admin = try cluster ?? clusterURL()
         let name = "pgpush_test_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased())"
-        try await Self.admin(admin, logger: logger) { connection in
-            try await connection.query("CREATE DATABASE \(unescaped: name)", logger: logger)
+        do {
+            try await Self.admin(admin, logger: logger) { connection in
+                try await connection.query("CREATE DATABASE \(unescaped: name)", logger: logger)
+            }
+        } catch {
+            throw PGPushError(.internal, "creating the test database failed: \(serverMessage(of: error) ?? String(reflecting: error))")
         }
         var url = admin
         url.database = name
