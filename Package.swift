@@ -21,6 +21,7 @@ let migrationFiles = [
     "0012_one_enqueue_trigger.sql",
     "0013_device_field_bounds.sql",
     "0014_chunks_without_job_key.sql",
+    "0016_job_audience.sql",
 ]
 
 let package = Package(
