@@ -22,6 +22,7 @@ let migrationFiles = [
     "0013_device_field_bounds.sql",
     "0014_chunks_without_job_key.sql",
     "0015_pooled_topology.sql",
+    "0016_job_audience.sql",
 ]
 
 let package = Package(

@@ -27,6 +27,9 @@ struct ChunkProcessor: Sendable {
         var completion = ChunkCompletion(chunk: chunk)
         // Cut short by a shutdown: the caller gives the chunk back unsent.
         let tokens = try await cancelWhenGracefulShutdown { try await store.tokens(of: chunk) }
+        // What the job's total counts from now on for this chunk: every token read gets an outcome, is
+        // requeued, or (a cancelled job) is counted as not sent.
+        completion.readTokens = tokens.count
         let now = Date()
 
         if chunk.claims > configuration.maximumClaims {

@@ -176,10 +176,14 @@ public struct ChunkCompletion: Sendable {
     /// Answers from APNs in this chunk, and how many were BadDeviceToken (for the wrong-environment valve).
     public var answered: Int
     public var badDeviceTokens: Int
+    /// How many tokens this claim read from the chunk's key range (a 'range' chunk); nil when it did not read
+    /// them. The job's total moves by the difference from the chunk's estimate: a device counted at expansion
+    /// and gone since is not sent, so it is not counted either (`push.jobs.removed_before_send`).
+    public var readTokens: Int?
 
     public init(
         chunk: ClaimedChunk, outcomes: [FinalOutcome] = [], requeued: [RequeuedTokens] = [],
-        pruneCandidates: [PruneCandidate] = [], answered: Int = 0, badDeviceTokens: Int = 0
+        pruneCandidates: [PruneCandidate] = [], answered: Int = 0, badDeviceTokens: Int = 0, readTokens: Int? = nil
     ) {
         self.chunk = chunk
         self.outcomes = outcomes
@@ -187,6 +191,7 @@ public struct ChunkCompletion: Sendable {
         self.pruneCandidates = pruneCandidates
         self.answered = answered
         self.badDeviceTokens = badDeviceTokens
+        self.readTokens = readTokens
     }
 
     /// The reason recorded for tokens that were never sent because the job's `expires_at` passed.

@@ -110,12 +110,17 @@ extension QueueStore {
     }
 
     /// The tokens of a 'range' chunk: the job's audience within the chunk's key range, read at send time.
+    /// A device registered after the job's audience was counted (`push.jobs.audience_at`) is not part of it;
+    /// one removed since is simply not found. The completion corrects the job's total by the difference from
+    /// the chunk's estimate (``ChunkCompletion/readTokens``). A job expanded before `audience_at` existed
+    /// reads every device of the range, as it did.
     public func tokens(of chunk: ClaimedChunk) async throws -> [String] {
         if chunk.kind == .tokens { return chunk.tokens }
         let job = chunk.job
         let rows = try await run("""
             SELECT d.token FROM push.devices d
              WHERE d.app_id = \(chunk.appID) AND d.platform = \(chunk.platform.rawValue)
+               AND NOT coalesce(d.created_at > (SELECT j.audience_at FROM push.jobs j WHERE j.id = \(chunk.jobID)), false)
                AND (\(chunk.loToken)::text IS NULL OR d.token > \(chunk.loToken))
                AND (\(chunk.hiToken)::text IS NULL OR d.token <= \(chunk.hiToken))
                AND (\(job.userIDs)::text[] IS NULL OR d.user_id = ANY (\(job.userIDs)::text[]))

@@ -103,7 +103,10 @@ extension QueueStore {
             // push.chunks was analyzed while it held one broadcast's chunks, the planner took every chunk for
             // that job's, the probe became a sequential scan of the queue per job, and writes of a few hundred
             // jobs took up to 3 s. MATERIALIZED: referenced once, the lookup would be inlined and run per job again.
-            let tally = JobTally(written)
+            //
+            // The total moves too, so that it ends as the sum of the outcomes: by what a key range held when it was
+            // read beside what expansion counted there, and, for a cancelled job, by the tokens it will never send.
+            let tally = JobTally(written, activeJobs: activeJobs)
             let finished = try await self.run("""
                 WITH unfinished AS MATERIALIZED (
                     SELECT DISTINCT c.job_id FROM push.chunks c WHERE c.job_id = ANY (\(tally.job)::int8[])
@@ -111,11 +114,18 @@ extension QueueStore {
                     SELECT t.*, t.job_id NOT IN (SELECT job_id FROM unfinished) AS drained
                       FROM unnest(\(tally.job)::int8[], \(tally.delivered)::int8[], \(tally.failed)::int8[], \(tally.expired)::int8[],
                                   \(tally.answered)::int8[], \(tally.bad)::int8[], \(tally.firstSent)::timestamptz[],
-                                  \(tally.androidDelivered)::int8[], \(tally.androidFailed)::int8[])
-                           AS t(job_id, delivered, failed, expired, answered, bad, first_sent, android_delivered, android_failed)
+                                  \(tally.androidDelivered)::int8[], \(tally.androidFailed)::int8[],
+                                  \(tally.totalChange)::int8[], \(tally.androidTotalChange)::int8[], \(tally.removed)::int8[],
+                                  \(tally.added)::int8[], \(tally.cancelled)::int8[])
+                           AS t(job_id, delivered, failed, expired, answered, bad, first_sent, android_delivered, android_failed,
+                                total_change, android_total_change, removed, added, cancelled)
                 )
                 UPDATE push.jobs j
                    SET delivered = j.delivered + d.delivered, failed = j.failed + d.failed, expired = j.expired + d.expired,
+                       total = j.total + d.total_change, android_total = j.android_total + d.android_total_change,
+                       removed_before_send = j.removed_before_send + d.removed,
+                       added_before_send = j.added_before_send + d.added,
+                       cancelled_tokens = j.cancelled_tokens + d.cancelled,
                        answered = j.answered + d.answered, bad_device_tokens = j.bad_device_tokens + d.bad,
                        android_delivered = j.android_delivered + d.android_delivered,
                        android_failed = j.android_failed + d.android_failed,
@@ -266,9 +276,18 @@ private struct JobTally {
     /// Android's part of `delivered`, and of `failed` and `expired` together.
     var androidDelivered: [Int64] = []
     var androidFailed: [Int64] = []
+    /// How the job's total (and Android's part of it) moves: a key range read beside its estimate, minus what
+    /// a cancelled job will not send.
+    var totalChange: [Int64] = []
+    var androidTotalChange: [Int64] = []
+    /// Devices counted at expansion but not found when their key range was read, and the reverse.
+    var removed: [Int64] = []
+    var added: [Int64] = []
+    /// Tokens counted in the total that a cancelled job will never send.
+    var cancelled: [Int64] = []
     static let nothingSent = Date(timeIntervalSince1970: 0)
 
-    init(_ completions: [ChunkCompletion]) {
+    init(_ completions: [ChunkCompletion], activeJobs: Set<Int64>) {
         var index: [Int64: Int] = [:]
         for completion in completions {
             let id = completion.chunk.jobID
@@ -281,9 +300,28 @@ private struct JobTally {
                 job.append(id)
                 delivered.append(0); failed.append(0); expired.append(0); answered.append(0); bad.append(0)
                 androidDelivered.append(0); androidFailed.append(0)
+                totalChange.append(0); androidTotalChange.append(0); removed.append(0); added.append(0); cancelled.append(0)
                 firstSent.append(Self.nothingSent)
             }
             let android: Int64 = completion.chunk.platform == .android ? 1 : 0
+            // The tokens this chunk stands for now: a 'tokens' chunk's own list (counted in full at expansion or
+            // requeue), a range's devices as read (its estimate if it was not read).
+            let estimated = Int64(completion.chunk.estimatedTokens)
+            var inHand = estimated
+            if completion.chunk.kind == .range, let read = completion.readTokens {
+                inHand = Int64(read)
+                let change = inHand - estimated
+                if change < 0 { removed[slot] -= change } else { added[slot] += change }
+                totalChange[slot] += change
+                androidTotalChange[slot] += change * android
+            }
+            // An active job requeues what it did not finish; a cancelled one drops it, and counts it as not sent.
+            if !activeJobs.contains(id) {
+                let dropped = max(0, inHand - Int64(completion.outcomes.count))
+                cancelled[slot] += dropped
+                totalChange[slot] -= dropped
+                androidTotalChange[slot] -= dropped * android
+            }
             for outcome in completion.outcomes {
                 if outcome.status == 200 {
                     delivered[slot] += 1

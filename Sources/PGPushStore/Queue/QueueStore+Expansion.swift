@@ -69,7 +69,7 @@ extension QueueStore {
                   FROM inserted GROUP BY job_id
             ), started AS (
                 UPDATE push.jobs j
-                   SET state = 'running', total = t.total, started_at = now(),
+                   SET state = 'running', total = t.total, started_at = now(), audience_at = statement_timestamp(),
                        android_total = t.android, android_delivered = 0, android_failed = 0
                   FROM totals t
                  WHERE j.id = t.job_id
@@ -79,7 +79,8 @@ extension QueueStore {
                 -- A separate update keeps both joins linear: an outer join of the batch against its totals
                 -- was planned as a nested loop, quadratic in the batch.
                 UPDATE push.jobs j
-                   SET state = 'done', total = 0, android_total = 0, started_at = now(), finished_at = now()
+                   SET state = 'done', total = 0, android_total = 0, started_at = now(), finished_at = now(),
+                       audience_at = statement_timestamp()
                   FROM due
                  WHERE j.id = due.id AND due.id NOT IN (SELECT job_id FROM totals)
                 RETURNING j.id
@@ -128,7 +129,8 @@ extension QueueStore {
                         RETURNING estimated_tokens, platform
                     )
                     SELECT coalesce(sum(estimated_tokens), 0)::int8, count(*)::int8,
-                           coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8
+                           coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8,
+                           statement_timestamp()::text
                       FROM inserted
                     """, on: connection)
             } else {
@@ -160,16 +162,19 @@ extension QueueStore {
                         RETURNING estimated_tokens, platform
                     )
                     SELECT coalesce(sum(estimated_tokens), 0)::int8, count(*)::int8,
-                           coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8
+                           coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8,
+                           statement_timestamp()::text
                       FROM inserted
                     """, on: connection)
             }
-            let (total, chunks, android) = try counts[0].decode((Int64, Int64, Int64).self)
-            // An empty audience has nothing to send: the job is done as soon as it starts.
+            let (total, chunks, android, audienceAt) = try counts[0].decode((Int64, Int64, Int64, String).self)
+            // An empty audience has nothing to send: the job is done as soon as it starts. `audience_at` is when
+            // the statement that counted the audience took its snapshot (as text: exact to the microsecond); a
+            // key range is read later without the devices registered after it (see `tokens(of:)`).
             try await self.run("""
                 UPDATE push.jobs
                    SET state = CASE WHEN \(total) = 0 THEN 'done' ELSE 'running' END,
-                       total = \(total), started_at = now(),
+                       total = \(total), started_at = now(), audience_at = \(audienceAt)::timestamptz,
                        android_total = \(android), android_delivered = 0, android_failed = 0,
                        finished_at = CASE WHEN \(total) = 0 THEN now() END
                  WHERE id = \(jobID)

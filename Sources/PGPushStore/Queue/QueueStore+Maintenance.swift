@@ -82,11 +82,26 @@ extension QueueStore {
             // A cancelled job's chunks that a dead worker held: dropped once their lease ran out, never sent.
             // The job is probed per chunk (the queue is small; finished jobs are many): a join let the planner
             // scan every job kept for retention, 340 ms a pass with 300,000 of them.
+            // Their tokens leave the job's total for `cancelled_tokens`, as push.cancel does with the chunks
+            // nobody held, so that the total stays the sum of the job's outcomes.
             report.chunksOfEndedJobsDropped = try await self.run("""
-                DELETE FROM push.chunks c
-                 WHERE (c.locked_by IS NULL OR c.locked_until < now())
-                   AND (SELECT j.state FROM push.jobs j WHERE j.id = c.job_id) NOT IN ('queued', 'running')
-                RETURNING c.id
+                WITH dropped AS (
+                    DELETE FROM push.chunks c
+                     WHERE (c.locked_by IS NULL OR c.locked_until < now())
+                       AND (SELECT j.state FROM push.jobs j WHERE j.id = c.job_id) NOT IN ('queued', 'running')
+                    RETURNING c.id, c.job_id, c.estimated_tokens, c.platform
+                ), per_job AS (
+                    SELECT job_id, sum(estimated_tokens)::int8 AS tokens,
+                           coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
+                      FROM dropped GROUP BY job_id
+                ), counted AS (
+                    UPDATE push.jobs j
+                       SET total = j.total - per_job.tokens, android_total = j.android_total - per_job.android,
+                           cancelled_tokens = j.cancelled_tokens + per_job.tokens
+                      FROM per_job
+                     WHERE j.id = per_job.job_id
+                )
+                SELECT id FROM dropped
                 """, on: connection).count
             try await self.run("DELETE FROM push.app_answer_window WHERE minute < now() - interval '7 days'", on: connection)
             report.workersRemoved = try await self.run("""
