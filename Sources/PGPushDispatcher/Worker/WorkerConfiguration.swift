@@ -61,9 +61,9 @@ public struct WorkerConfiguration: Sendable {
     public var retention: Duration = .seconds(30 * 86_400)
     /// How often the maintenance leader runs (partitions, stuck jobs, pruning).
     public var maintenanceInterval: Duration = .seconds(5)
-    /// How long the maintenance leadership lasts without renewal: a dead leader is replaced after this. The
-    /// leader renews it every pass, so it must outlast a pass and the interval between two.
-    public var leaderLease: Duration { max(.seconds(30), maintenanceInterval * 4) }
+    /// How long the maintenance leadership lasts without renewal: the chunk lease, since the heartbeat renews
+    /// both. A dead leader is replaced once it runs out, as its chunks are rescued.
+    public var leaderLease: Duration { lease }
     /// Provider-token refresh rules (shared across the fleet through the database).
     public var providerTokenPolicy = ProviderTokenRefreshPolicy()
     /// PostgreSQL connections this worker may open for its statements; one idle for 5 s is closed. LISTEN

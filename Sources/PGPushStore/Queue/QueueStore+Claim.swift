@@ -145,6 +145,9 @@ extension QueueStore {
     /// refreshes its registry heartbeat. Returns the number of live workers (for rate-limit shares). It gives
     /// up after a third of the lease, so one hung call leaves time for the next before the leases run out.
     ///
+    /// The maintenance leadership, if this process holds it, is renewed with the chunks: it lasts as long as
+    /// the process lives, however long a pass takes, and passes to another worker one lease after it dies.
+    ///
     /// Only the chunks named are renewed, not every row that names this process: after a failover, the new
     /// primary may hold chunks whose completion this process wrote to the old one, unreplicated. They still
     /// carry its lease; left alone they run out and are rescued (their tokens sent again: at least once),
@@ -164,6 +167,9 @@ extension QueueStore {
                 RETURNING 1
             ), beat AS (
                 UPDATE push.workers SET heartbeat_at = now() WHERE id = \(workerID) RETURNING 1
+            ), leadership AS (
+                UPDATE push.leader_leases SET expires_at = now() + make_interval(secs => \(lease.inSeconds))
+                 WHERE holder = \(leaseOwner) RETURNING 1
             )
             SELECT count(*)::int8 FROM push.workers
              WHERE heartbeat_at > now() - make_interval(secs => \(liveWindow.inSeconds)) OR id = \(workerID)

@@ -22,9 +22,9 @@ extension QueueStore {
     ///
     /// Leadership is a row in `push.leader_leases`, not a session advisory lock: through PgBouncer in
     /// transaction pooling every statement may run on another server connection, and a session lock would be
-    /// released, or kept, behind the holder's back. The holder renews the row each pass (and between the
-    /// steps of a long one); anyone takes it once it has run out, so a leader that died is replaced within one
-    /// lease. One statement decides, so two workers can never both be told they lead.
+    /// released, or kept, behind the holder's back. The holder renews the row each pass, and its heartbeat
+    /// renews it in between (``heartbeat(lease:liveWindow:holding:)``), however long a pass takes; anyone takes
+    /// it once it has run out, so a leader that died is replaced within one lease. One statement decides, so two workers can never both be told they lead.
     public func acquireMaintenanceLeadership(lease: Duration) async throws -> Bool {
         let seconds = lease.inSeconds
         let rows = try await run("""
