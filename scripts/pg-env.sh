@@ -114,7 +114,6 @@ default_pool_size = 4
 max_client_conn = 1000
 max_db_connections = 0
 server_lifetime = 3600
-server_check_delay = 0
 logfile = $dir/pgbouncer-$mode.log
 pidfile = $dir/pgbouncer-$mode.pid
 admin_users = postgres

@@ -99,7 +99,6 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
             pool_mode = \(poolMode)
             default_pool_size = \(poolSize)
             max_client_conn = 1000
-            server_check_delay = 0
             server_connect_timeout = 3
             server_login_retry = 1
             logfile = \(logPath)
