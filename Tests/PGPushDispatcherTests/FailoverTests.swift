@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 import PGPushStore
 import PGPushTestSupport
 import PostgresNIO
@@ -24,7 +23,7 @@ extension EndToEndTests {
                         ["--listen-database-url", "none", "--poll-interval", "0.2", "--max-in-flight", "\(maxInFlight)"],
                         id: "failover-\(index)", databaseURL: pooled)
                 }
-                let job = try await Self.withClient(pooled) { try await Self.enqueue($0, "") }
+                let job = try await withTestClient(pooled) { try await PooledTopologyTests.enqueue($0, "") }
                 let deadline = ContinuousClock.now + .seconds(90)
                 while try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)") < 10_000, ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(20))
@@ -36,10 +35,10 @@ extension EndToEndTests {
                 let promoted = ContinuousClock.now
 
                 let promotedURL = "postgres://postgres@127.0.0.1:\(standby.port)/\(fleet.db.name)?sslmode=disable"
-                let after = try await Self.withClient(pooled) {
-                    try await Self.enqueue($0, ", tokens => ARRAY['\(TestTokens.token(1, prefix: "dd"))']")
+                let after = try await withTestClient(pooled) {
+                    try await PooledTopologyTests.enqueue($0, ", tokens => ARRAY['\(TestTokens.token(1, prefix: "dd"))']")
                 }
-                try await Self.withClient(promotedURL) { client in
+                try await withTestClient(promotedURL) { client in
                     var state = ""
                     while ContinuousClock.now < promoted + .seconds(60) {
                         state = try await Self.scalarText(client, "SELECT state FROM push.jobs WHERE id = \(job)")
@@ -108,7 +107,7 @@ extension EndToEndTests {
                 let stats = try Fleet.runPGPush(["stats", "--database-url", standbyURL, "--json"])
                 #expect(stats.status == 0, "pgpush stats on a standby: \(stats.stderr)")
                 #expect(stats.stdout.contains("\"deliveries\""))
-                try await Self.withClient(standbyURL) { client in
+                try await withTestClient(standbyURL) { client in
                     _ = try await Self.scalar(client, "SELECT count(*) FROM push.job_progress")
                     _ = try await Self.scalar(client, "SELECT count(*) FROM push.delivery_stats")
                     _ = try await Self.scalar(client, "SELECT count(*) FROM push.queue_backlog")
@@ -159,10 +158,6 @@ extension EndToEndTests {
             }
         }
 
-        static func enqueue(_ client: PostgresClient, _ extra: String) async throws -> Int64 {
-            try await scalar(client, "SELECT push.enqueue('app', '{\"aps\":{\"alert\":\"hello\"}}'\(extra))")
-        }
-
         static func scalar(_ client: PostgresClient, _ sql: String) async throws -> Int64 {
             let rows = try await client.query(PostgresQuery(unsafeSQL: sql)).collect()
             return try rows[0].decode(Int64.self)
@@ -171,17 +166,6 @@ extension EndToEndTests {
         static func scalarText(_ client: PostgresClient, _ sql: String) async throws -> String {
             let rows = try await client.query(PostgresQuery(unsafeSQL: sql)).collect()
             return try rows[0].decode(String.self)
-        }
-
-        static func withClient<T: Sendable>(_ raw: String, _ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
-            var logger = Logger(label: "pgpush.test")
-            logger.logLevel = .error
-            let client = PostgresClient(configuration: try DatabaseURL(raw).clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
-            return try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await client.run() }
-                defer { group.cancelAll() }
-                return try await body(client)
-            }
         }
     }
 }

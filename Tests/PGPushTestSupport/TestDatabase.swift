@@ -198,12 +198,21 @@ extension TestDatabase {
     public func withPooledClient<T: Sendable>(
         maximumConnections: Int = 4, _ body: @Sendable (PostgresClient) async throws -> T
     ) async throws -> T {
-        let url = try DatabaseURL(try pooledURLString())
-        let client = PostgresClient(configuration: try url.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            return try await body(client)
-        }
+        try await withTestClient(try pooledURLString(), maximumConnections: maximumConnections, logger: logger, body)
+    }
+}
+
+/// A client of `url` (any server of a test: a pooler, a standby), run for the length of `body`.
+public func withTestClient<T: Sendable>(
+    _ url: String, maximumConnections: Int = 2, logger: Logger? = nil, _ body: @Sendable (PostgresClient) async throws -> T
+) async throws -> T {
+    var quiet = Logger(label: "pgpush.test")
+    quiet.logLevel = .error
+    let client = PostgresClient(
+        configuration: try DatabaseURL(url).clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger ?? quiet)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { await client.run() }
+        defer { group.cancelAll() }
+        return try await body(client)
     }
 }

@@ -16,7 +16,6 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
     public let poolSize: Int
     private let directory: String
     private let executable: String
-    private let runAsPostgres: Bool
     private let lock = NSLock()
     private var targetPort: Int
     private let databases: [String]
@@ -57,7 +56,6 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
         self.targetPort = targetPort
         self.poolMode = poolMode
         self.poolSize = poolSize
-        self.runAsPostgres = getuid() == 0
     }
 
     private var iniPath: String { "\(directory)/pgbouncer.ini" }
@@ -65,13 +63,9 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
     public var logPath: String { "\(directory)/pgbouncer.log" }
 
     private func launch() throws {
-        if runAsPostgres, let account = getpwnam("postgres") {
-            chown(directory, account.pointee.pw_uid, account.pointee.pw_gid)
-        }
+        try handToPostgresUser(directory)
         try writeIni()
-        let argv = (runAsPostgres ? ["runuser", "-u", "postgres", "--", executable] : [executable]) + ["-d", iniPath]
-        let status = try spawnAndWait(
-            executable: runAsPostgres ? "/usr/sbin/runuser" : executable, arguments: argv, outputPath: "\(directory)/start.log")
+        let status = try spawnAsPostgresUser(executable, ["-d", iniPath], outputPath: "\(directory)/start.log")
         guard status == 0 else {
             let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
             throw PGPushError(.invalidConfiguration, "pgbouncer failed to start (exit \(status)): \(log.suffix(2000))")
@@ -106,9 +100,7 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
 
             """
         try ini.write(toFile: iniPath, atomically: true, encoding: .utf8)
-        if runAsPostgres, let account = getpwnam("postgres") {
-            chown(iniPath, account.pointee.pw_uid, account.pointee.pw_gid)
-        }
+        try handToPostgresUser(iniPath)
     }
 
     /// Points the pooler at another server (`RELOAD`, by SIGHUP): new server connections go there, and the

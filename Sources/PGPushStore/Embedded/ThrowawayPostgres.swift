@@ -16,7 +16,6 @@ public final class ThrowawayPostgres: @unchecked Sendable {
     public let directory: String
     public let port: Int
     private let binaries: String
-    private let runAsPostgres: Bool
     private var running = false
     private let lock = NSLock()
 
@@ -46,7 +45,6 @@ public final class ThrowawayPostgres: @unchecked Sendable {
         self.directory = directory
         self.port = port
         self.binaries = binaries
-        self.runAsPostgres = getuid() == 0
     }
 
     private func initialise(prepare: ((_ dataDirectory: String) throws -> Void)?) throws {
@@ -134,14 +132,7 @@ public final class ThrowawayPostgres: @unchecked Sendable {
     }
 
     private func takeOwnership() throws {
-        if runAsPostgres {
-            guard let account = getpwnam("postgres") else {
-                throw PGPushError(.invalidConfiguration, "running as root needs a `postgres` user to own the cluster (the postgresql package creates it)")
-            }
-            guard chown(directory, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
-                throw PGPushError(.invalidConfiguration, "cannot hand \(directory) to the postgres user: errno \(errno)")
-            }
-        }
+        try handToPostgresUser(directory)
         chmod(directory, 0o700)
     }
 
@@ -157,11 +148,9 @@ public final class ThrowawayPostgres: @unchecked Sendable {
     /// posix_spawn and waitpid rather than Foundation's `Process`: `pg_ctl start` leaves a daemon behind that
     /// inherits the descriptors, and `Process` only notices an exit once every inherited descriptor is closed.
     private func runTool(_ tool: String, _ arguments: [String], log: String?) throws {
-        let executable = runAsPostgres ? "/usr/sbin/runuser" : "\(binaries)/\(tool)"
-        let argv = (runAsPostgres ? ["runuser", "-u", "postgres", "--", "\(binaries)/\(tool)"] : [tool]) + arguments
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("pgpush-\(tool)-\(UUID().uuidString).log")
         defer { try? FileManager.default.removeItem(at: output) }
-        let status = try spawnAndWait(executable: executable, arguments: argv, outputPath: output.path)
+        let status = try spawnAsPostgresUser("\(binaries)/\(tool)", arguments, outputPath: output.path)
         guard status == 0 else {
             let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
             let serverLog = log.flatMap { _ in try? String(contentsOfFile: "\(directory)/server.log", encoding: .utf8) } ?? ""
@@ -185,6 +174,29 @@ public final class ThrowawayPostgres: @unchecked Sendable {
     }
 }
 
+
+/// Hands `path` to the `postgres` user when running as root: initdb, postgres and pgbouncer refuse to run as
+/// root, and run as that user in directories it owns.
+func handToPostgresUser(_ path: String) throws {
+    guard getuid() == 0 else { return }
+    guard let account = getpwnam("postgres") else {
+        throw PGPushError(.invalidConfiguration, "running as root needs a `postgres` user to own \(path) (the postgresql package creates it)")
+    }
+    guard chown(path, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
+        throw PGPushError(.invalidConfiguration, "cannot hand \(path) to the postgres user: errno \(errno)")
+    }
+}
+
+/// Runs `executable` to completion with ``spawnAndWait(executable:arguments:outputPath:)``, as the `postgres`
+/// user (through runuser) when running as root.
+func spawnAsPostgresUser(_ executable: String, _ arguments: [String], outputPath: String) throws -> Int32 {
+    if getuid() == 0 {
+        return try spawnAndWait(
+            executable: "/usr/sbin/runuser", arguments: ["runuser", "-u", "postgres", "--", executable] + arguments, outputPath: outputPath)
+    }
+    let name = URL(fileURLWithPath: executable).lastPathComponent
+    return try spawnAndWait(executable: executable, arguments: [name] + arguments, outputPath: outputPath)
+}
 
 /// A fresh directory under the system temporary directory.
 public func makeTemporaryDirectory(prefix: String) throws -> String {
