@@ -1,4 +1,4 @@
-import PGPushStore
+import PGPushCore
 import Testing
 
 @testable import PGPushDispatcher

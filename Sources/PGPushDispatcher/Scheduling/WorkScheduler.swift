@@ -1,4 +1,4 @@
-import PGPushStore
+import PGPushCore
 
 /// The worker's scheduling decisions, as a pure state machine: what to claim and how much, when to write
 /// results and when to hold back. It does no I/O and reads no clock; the worker's loops carry out what it

@@ -1,0 +1,223 @@
+import PGPushCore
+
+/// Every scheduling decision of one worker, as a pure state machine: claim sizing and the fast lane (through
+/// its ``WorkScheduler``), the cadence of expansion, group commit and the shutdown's grace period. It does no
+/// I/O and reads no clock: the worker's services report what happened, with the time, and carry out the
+/// ``Action``s it returns.
+public struct WorkerStateMachine<Completion: Sendable>: Sendable {
+    public typealias Instant = ContinuousClock.Instant
+
+    /// What a service does next.
+    public enum Action: Sendable {
+        /// Run this claim, then report ``claimSucceeded(_:budget:)`` or ``claimFailed()``.
+        case claim(ClaimBudget)
+        /// Write these completions in one transaction, then report ``writeSucceeded()`` or ``writeFailed()``.
+        case write([Completion])
+        /// Wake the claim service: room was freed, or a full claim suggests more work is waiting.
+        case wakeClaimer
+        /// Expand due jobs now: small ones in batches until none is left, and with `lookForLargeJob` one
+        /// broadcast's expansion too. Report ``smallJobsExpanded(_:)`` and ``largeJobLooked(found:)``.
+        case expand(lookForLargeJob: Bool)
+        /// Expand again at once: a large job was just found, so another may be due.
+        case wakeExpander
+        /// Wait until this instant before expanding (passes are gathered), then ask ``expansionWoken(at:)`` again.
+        case expandAt(Instant)
+        /// The grace period is over: drop the unwritten results (their chunks are rescued after the lease).
+        case abandonWrites(completions: Int, tokens: Int)
+        case none
+    }
+
+    public struct Configuration: Sendable, Hashable {
+        public var scheduler: WorkScheduler<Completion>.Configuration
+        /// The least time between two expansion passes: what a one-user job may wait for its batch at most.
+        /// Trickling traffic NOTIFYs once per producer commit; at 500 one-user jobs a second a pass per commit
+        /// planned and ran an expansion, and the claim it woke, for one or two jobs each.
+        public var expansionGathering: Duration
+        /// How often a broadcast's expansion is looked for while none was found.
+        public var largeJobLookInterval: Duration
+        /// How long a graceful shutdown may take to finish sending and write the results.
+        public var gracePeriod: Duration
+
+        public init(scheduler: WorkScheduler<Completion>.Configuration, expansionGathering: Duration = .milliseconds(10),
+                    largeJobLookInterval: Duration = .milliseconds(100), gracePeriod: Duration = .seconds(25)) {
+            self.scheduler = scheduler
+            self.expansionGathering = expansionGathering
+            self.largeJobLookInterval = largeJobLookInterval
+            self.gracePeriod = gracePeriod
+        }
+    }
+
+    enum Phase: Sendable, Hashable {
+        case running
+        /// Graceful shutdown: nothing new is claimed or expanded; what is held finishes by `deadline`.
+        case draining(deadline: Instant)
+        /// The grace period ended: unwritten results were dropped and a failing write stops retrying.
+        case abandoned
+    }
+
+    public let configuration: Configuration
+    public private(set) var scheduler: WorkScheduler<Completion>
+    private(set) var phase = Phase.running
+
+    /// Expansions that made small jobs, and the last of them a claim has served: while they differ, small work
+    /// may be waiting for the fast lane.
+    private var smallWorkExpanded = 0
+    private var smallWorkServed = 0
+    /// ``smallWorkExpanded`` when the running claim started: a claim that comes back not full took every ready
+    /// small chunk there was up to then (it takes them first).
+    private var smallWorkAtClaim = 0
+
+    private var lastExpansionPass: Instant?
+    private var largeJobFound = false
+    private var lastLargeJobLook: Instant?
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        self.scheduler = WorkScheduler(configuration: configuration.scheduler)
+    }
+
+    public var isDraining: Bool { phase != .running }
+
+    /// When a graceful shutdown must be over, once one started.
+    public var graceDeadline: Instant? {
+        if case .draining(let deadline) = phase { return deadline }
+        return nil
+    }
+
+    /// True once the grace period ended: a write that fails is not retried.
+    public var writesAbandoned: Bool { phase == .abandoned }
+
+    // MARK: Claiming
+
+    /// What the claim service does when woken: a claim, or nothing (one is running, too little room, writes
+    /// failing, or shutdown).
+    public mutating func nextClaim(throttles: [String: AppThrottle]) -> Action {
+        guard phase == .running else { return .none }
+        let smallWorkWaiting = smallWorkServed != smallWorkExpanded
+        guard let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: smallWorkWaiting) else { return .none }
+        smallWorkAtClaim = smallWorkExpanded
+        return .claim(budget)
+    }
+
+    /// A claim returned these chunks (app and estimated tokens each). A full claim asks to claim again at once.
+    public mutating func claimSucceeded(_ claimed: [(app: String, tokens: Int)], budget: ClaimBudget) -> Action {
+        let full = scheduler.claimSucceeded(claimed, budget: budget)
+        if !full { smallWorkServed = max(smallWorkServed, smallWorkAtClaim) }
+        return full ? .wakeClaimer : .none
+    }
+
+    public mutating func claimFailed() -> Action {
+        scheduler.claimFailed()
+        return .none
+    }
+
+    /// Whether a chunk of this many notifications counts in the fast lane.
+    public func isSmall(tokens: Int) -> Bool { scheduler.isSmall(tokens: tokens) }
+
+    /// Notifications of `app` left the worker's hands (answered, or given back unsent).
+    public mutating func tokensFinished(app: String, tokens: Int, small: Bool) -> Action {
+        scheduler.finished(app: app, tokens: tokens, small: small) ? .wakeClaimer : .none
+    }
+
+    // MARK: Writing (group commit)
+
+    /// A chunk finished; `records` is what its completion writes, for the memory bound. A write starts at
+    /// once when none is running; otherwise the completion joins the next batch.
+    public mutating func chunkCompleted(_ completion: Completion, records: Int) -> Action {
+        scheduler.completed(completion, tokens: records).map(Action.write) ?? .none
+    }
+
+    /// The running write committed: written results free room, and the batch that gathered meanwhile is
+    /// written next.
+    public mutating func writeSucceeded() -> [Action] {
+        let next = scheduler.writeSucceeded()
+        return [.wakeClaimer] + (next.map { [.write($0)] } ?? [])
+    }
+
+    /// The running write failed: its results are kept, claiming stops until a write succeeds, and the writer
+    /// retries after its backoff (``retryWrite()``) unless the grace period is over.
+    public mutating func writeFailed() -> Action {
+        scheduler.writeFailed()
+        return .none
+    }
+
+    /// After a failed write's backoff: what to write now.
+    public mutating func retryWrite() -> Action {
+        guard phase != .abandoned else { return .none }
+        return scheduler.nextWrite().map(Action.write) ?? .none
+    }
+
+    public var unwrittenCount: Int { scheduler.unwrittenCount }
+
+    // MARK: Expansion
+
+    /// The expansion service was woken (NOTIFY, the poll tick, or claimed work). Passes are at least
+    /// ``Configuration/expansionGathering`` apart, so a burst of commits makes one statement; a broadcast's
+    /// expansion is looked for every ``Configuration/largeJobLookInterval``, or at once after one was found.
+    public mutating func expansionWoken(at now: Instant) -> Action {
+        guard phase == .running else { return .none }
+        if let last = lastExpansionPass, last + configuration.expansionGathering > now {
+            return .expandAt(last + configuration.expansionGathering)
+        }
+        lastExpansionPass = now
+        let lookForLargeJob = largeJobFound
+            || lastLargeJobLook.map { $0.duration(to: now) >= configuration.largeJobLookInterval } ?? true
+        if lookForLargeJob { lastLargeJobLook = now }
+        return .expand(lookForLargeJob: lookForLargeJob)
+    }
+
+    /// One statement expanded `count` small jobs: the claimer is woken for them, and the fast lane opens.
+    /// Expanding goes on while full batches come back (``hasMoreSmallJobs(_:batch:)``).
+    public mutating func smallJobsExpanded(_ count: Int) -> Action {
+        guard count > 0 else { return .none }
+        smallWorkExpanded &+= 1
+        return .wakeClaimer
+    }
+
+    /// Whether another small-job batch should follow one of `count` jobs out of `batch`.
+    public func hasMoreSmallJobs(_ count: Int, batch: Int) -> Bool {
+        phase == .running && count >= batch
+    }
+
+    /// A broadcast's expansion was looked for. One found means claimable chunks, and maybe another due job.
+    public mutating func largeJobLooked(found: Bool) -> [Action] {
+        largeJobFound = found
+        return found ? [.wakeClaimer, .wakeExpander] : []
+    }
+
+    // MARK: Shutdown
+
+    /// Graceful shutdown began: claim and expand nothing more; what is held finishes sending, and its results
+    /// are written, by the grace deadline.
+    public mutating func shutdownRequested(at now: Instant) -> Action {
+        guard phase == .running else { return .none }
+        phase = .draining(deadline: now + configuration.gracePeriod)
+        scheduler.startDraining()
+        return .wakeClaimer
+    }
+
+    /// Whether the grace period is over at `now`.
+    public func graceIsOver(at now: Instant) -> Bool {
+        switch phase {
+        case .running: false
+        case .draining(let deadline): now >= deadline
+        case .abandoned: true
+        }
+    }
+
+    /// The grace period ended with results unwritten: they are dropped (the leases make them safe), and a
+    /// failing write stops retrying.
+    public mutating func graceEnded() -> Action {
+        phase = .abandoned
+        let dropped = scheduler.abandonUnwritten()
+        return dropped.completions > 0 ? .abandonWrites(completions: dropped.completions, tokens: dropped.tokens) : .none
+    }
+
+    /// Whether shutdown may move past the writes: everything written, or the grace period over.
+    public var writesSettled: Bool {
+        phase == .abandoned || (phase != .running && scheduler.unwrittenCount == 0)
+    }
+
+    /// Notifications held now (a metric).
+    public var held: Int { scheduler.held }
+}
