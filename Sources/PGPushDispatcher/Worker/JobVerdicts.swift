@@ -1,80 +1,84 @@
 import Synchronization
 
-/// What this worker knows about jobs that must stop sending: cancelled ones (from NOTIFY) and ones that failed
-/// with a job-level error (`InvalidPushType`, `TopicDisallowed` for a suffixed topic, …). Chunks in flight check
-/// it before every token.
-final class JobVerdicts: Sendable {
-    private struct State {
-        var cancelled: Set<Int64> = []
-        var failed: [Int64: String] = [:]
-        var jobErrors: [Int64: Int] = [:]
-        /// Failures to write to `push.jobs.failure_reason`, kept until a write succeeds.
-        var unwrittenFailures: [Int64: String] = [:]
-
-        /// Bounded: a long-lived worker sees many jobs; forgetting old verdicts only means their chunks stop at
-        /// the claim or the completion instead.
-        mutating func trim() {
-            if cancelled.count > 10_000 { cancelled.removeAll(keepingCapacity: true) }
-            if failed.count > 10_000 { failed = failed.filter { unwrittenFailures[$0.key] != nil } }
-            if jobErrors.count > 10_000 { jobErrors.removeAll(keepingCapacity: true) }
-        }
-    }
-
-    private let state = Mutex(State())
+/// What a worker knows about jobs that must stop sending: cancelled ones (from NOTIFY) and ones that failed
+/// with a job-level error (`InvalidPushType`, `TopicDisallowed` for a suffixed topic, …). Pure; the worker
+/// shares it as ``JobVerdicts``.
+struct JobVerdictState: Sendable {
     /// Job-level errors a job may get before it fails: "a handful", so one stray answer cannot end a job.
     let jobErrorThreshold: Int
+    /// How many jobs of each kind are remembered. Forgetting old verdicts only means their chunks stop at the
+    /// claim or the completion instead.
+    let memory: Int
+    private var cancelled: Set<Int64> = []
+    private var failed: [Int64: String] = [:]
+    private var jobErrors: [Int64: Int] = [:]
+    /// Failures to write to `push.jobs.failure_reason`, kept until a write succeeds.
+    private var unwrittenFailures: [Int64: String] = [:]
 
-    init(jobErrorThreshold: Int = 3) {
+    init(jobErrorThreshold: Int = 3, memory: Int = 10_000) {
         self.jobErrorThreshold = max(1, jobErrorThreshold)
+        self.memory = max(1, memory)
     }
 
-    func cancel(_ job: Int64) {
-        state.withLock { state in
-            state.trim()
-            state.cancelled.insert(job)
-        }
+    mutating func cancel(_ job: Int64) {
+        trim()
+        cancelled.insert(job)
     }
 
-    func isCancelled(_ job: Int64) -> Bool {
-        state.withLock { $0.cancelled.contains(job) }
-    }
+    func isCancelled(_ job: Int64) -> Bool { cancelled.contains(job) }
 
     /// The reason a job failed with, if it did.
-    func failure(of job: Int64) -> String? {
-        state.withLock { $0.failed[job] }
-    }
+    func failure(of job: Int64) -> String? { failed[job] }
 
     /// Records a job-level error answer; once the job has had ``jobErrorThreshold`` of them it has failed.
     /// Returns true when this answer made it fail.
-    @discardableResult
-    func recordJobError(_ job: Int64, reason: String) -> Bool {
-        state.withLock { state in
-            guard state.failed[job] == nil else { return false }
-            let count = state.jobErrors[job, default: 0] + 1
-            state.jobErrors[job] = count
-            guard count >= jobErrorThreshold else { return false }
-            state.trim()
-            state.failed[job] = reason
-            state.unwrittenFailures[job] = reason
-            state.jobErrors[job] = nil
-            return true
-        }
+    mutating func recordJobError(_ job: Int64, reason: String) -> Bool {
+        guard failed[job] == nil else { return false }
+        let count = jobErrors[job, default: 0] + 1
+        jobErrors[job] = count
+        guard count >= jobErrorThreshold else { return false }
+        trim()
+        failed[job] = reason
+        unwrittenFailures[job] = reason
+        jobErrors[job] = nil
+        return true
     }
 
     /// A failure another worker recorded (read by the claim).
-    func adoptFailure(_ job: Int64, reason: String) {
-        state.withLock { state in
-            if state.failed[job] == nil { state.trim() }
-            state.failed[job] = reason
-        }
+    mutating func adoptFailure(_ job: Int64, reason: String) {
+        if failed[job] == nil { trim() }
+        failed[job] = reason
     }
 
     /// Failures to write now; each stays pending until ``written(_:)``.
-    func failuresToWrite() -> [Int64: String] {
-        state.withLock { $0.unwrittenFailures }
+    var failuresToWrite: [Int64: String] { unwrittenFailures }
+
+    mutating func written(_ job: Int64) {
+        unwrittenFailures.removeValue(forKey: job)
     }
 
-    func written(_ job: Int64) {
-        state.withLock { _ = $0.unwrittenFailures.removeValue(forKey: job) }
+    /// Keeps memory bounded over a long-lived worker; a failure not yet written is never forgotten.
+    private mutating func trim() {
+        if cancelled.count >= memory { cancelled.removeAll(keepingCapacity: true) }
+        if failed.count >= memory { failed = failed.filter { unwrittenFailures[$0.key] != nil } }
+        if jobErrors.count >= memory { jobErrors.removeAll(keepingCapacity: true) }
     }
+}
+
+/// The worker's ``JobVerdictState``, shared by the chunks in flight, which check it before every token.
+final class JobVerdicts: Sendable {
+    private let state: Mutex<JobVerdictState>
+
+    init(jobErrorThreshold: Int = 3) {
+        state = Mutex(JobVerdictState(jobErrorThreshold: jobErrorThreshold))
+    }
+
+    func cancel(_ job: Int64) { state.withLock { $0.cancel(job) } }
+    func isCancelled(_ job: Int64) -> Bool { state.withLock { $0.isCancelled(job) } }
+    func failure(of job: Int64) -> String? { state.withLock { $0.failure(of: job) } }
+    @discardableResult
+    func recordJobError(_ job: Int64, reason: String) -> Bool { state.withLock { $0.recordJobError(job, reason: reason) } }
+    func adoptFailure(_ job: Int64, reason: String) { state.withLock { $0.adoptFailure(job, reason: reason) } }
+    func failuresToWrite() -> [Int64: String] { state.withLock(\.failuresToWrite) }
+    func written(_ job: Int64) { state.withLock { $0.written(job) } }
 }
