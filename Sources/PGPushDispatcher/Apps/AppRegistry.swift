@@ -16,7 +16,7 @@ public actor AppRegistry {
     private let resolver: CredentialResolver
     private var apps: [String: AppRecord] = [:]
     private var senders: [SenderKey: AppSender] = [:]
-    private var poolTasks: [SenderKey: Task<Void, Never>] = [:]
+    private let pools: PoolSupervisor
     private var tokenSources: [String: SharedProviderTokenSource] = [:]
     private var accessTokenSources: [String: SharedFCMAccessTokenSource] = [:]
     /// FCM's quota is the Firebase project's, not the app's: apps sharing a project share one limiter.
@@ -25,9 +25,10 @@ public actor AppRegistry {
     /// The senders, readable without entering the actor: the claim loop asks for throttles before every claim.
     private nonisolated let published = Mutex<[SenderKey: AppSender]>([:])
 
-    public init(configuration: WorkerConfiguration, store: QueueStore, logger: Logger) {
+    init(configuration: WorkerConfiguration, store: QueueStore, pools: PoolSupervisor, logger: Logger) {
         self.configuration = configuration
         self.store = store
+        self.pools = pools
         self.logger = logger
         self.resolver = CredentialResolver(directory: configuration.credentialsDirectory)
     }
@@ -87,14 +88,7 @@ public actor AppRegistry {
             sender.usage.checkOut()
             senders[key] = sender
             publish()
-            let pool = sender.pool
-            poolTasks[key] = Task {
-                do {
-                    try await pool.run()
-                } catch {
-                    self.logger.error("connection pool stopped", metadata: ["app": "\(appID)", "error": "\(LoggableError.describe(error))"])
-                }
-            }
+            pools.start(sender.pool, name: key.poolName)
             return sender
         } catch {
             let reason = "credential: \(error.description)"
@@ -149,18 +143,8 @@ public actor AppRegistry {
         senders.map { ($0.key.appID, $0.key.platform.provider, $0.value.pool) }
     }
 
-    /// Stops every pool (their in-flight requests have been drained by then).
-    public func shutdown() async {
-        let tasks = poolTasks.values
-        for task in tasks { task.cancel() }
-        for task in tasks { await task.value }
-        poolTasks = [:]
-        senders = [:]
-        publish()
-    }
-
     private func retire(_ key: SenderKey) {
-        poolTasks.removeValue(forKey: key)?.cancel()
+        pools.retire(key.poolName)
         senders.removeValue(forKey: key)
         publish()
     }

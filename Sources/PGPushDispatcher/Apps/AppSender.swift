@@ -6,6 +6,9 @@ import PGPushStore
 struct SenderKey: Hashable, Sendable {
     var appID: String
     var platform: DevicePlatform
+
+    /// How the pool of this app and provider is named to its supervisor and in logs.
+    var poolName: String { "\(appID)/\(platform.provider)" }
 }
 
 /// What the worker needs to send for one app to one provider (APNs for iOS devices, FCM for Android ones):

@@ -25,7 +25,9 @@ public actor SharedFCMAccessTokenSource: ProviderTokenSource {
     private var fetchedAfterRejection: ProviderToken?
     private nonisolated let atHand: ProviderTokenAtHand
     private nonisolated let refusedAfterRefresh = Mutex(false)
-    private var refreshing: Task<ProviderToken, any Error>?
+    /// The refresh in progress: callers arriving meanwhile wait for it instead of querying again (the actor is
+    /// reentrant across the database round trips).
+    private let refreshes = SingleFlight<ProviderToken>()
 
     /// Exchanges this worker made (the rest of the time it used the fleet's token).
     public private(set) var exchangeCount = 0
@@ -52,11 +54,7 @@ public actor SharedFCMAccessTokenSource: ProviderTokenSource {
             if cached != rejected { atHand.publish(cached) }
             return cached
         }
-        if let refreshing { return try await refreshing.value }
-        let task = Task { try await self.refresh() }
-        refreshing = task
-        defer { refreshing = nil }
-        return try await task.value
+        return try await refreshes.run { try await self.refresh() }
     }
 
     public func reportRejected(_ token: ProviderToken, reason: String) async {

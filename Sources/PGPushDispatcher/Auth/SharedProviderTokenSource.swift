@@ -21,7 +21,7 @@ public actor SharedProviderTokenSource: ProviderTokenSource {
     private nonisolated let atHand: ProviderTokenAtHand
     /// The refresh in progress: callers arriving meanwhile wait for it instead of querying again (the actor is
     /// reentrant across the database round trips).
-    private var refreshing: Task<ProviderToken, any Error>?
+    private let refreshes = SingleFlight<ProviderToken>()
 
     /// How many tokens this worker minted (the rest of the time it reused the fleet's).
     public private(set) var mintCount = 0
@@ -46,13 +46,7 @@ public actor SharedProviderTokenSource: ProviderTokenSource {
             publish(cached)
             return cached
         }
-        if let refreshing {
-            return try await refreshing.value
-        }
-        let task = Task { try await self.refresh() }
-        refreshing = task
-        defer { refreshing = nil }
-        return try await task.value
+        return try await refreshes.run { try await self.refresh() }
     }
 
     private func refresh() async throws -> ProviderToken {

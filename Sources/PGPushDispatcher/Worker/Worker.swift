@@ -9,49 +9,42 @@ import Synchronization
 /// `pgpush worker`: claims work sized in notifications, fans it out over the app's HTTP/2 pool, and records
 /// every token's outcome in group-committed writes.
 ///
-/// Its loops: the claim loop, the heartbeat (leases and the live-worker registry), the LISTEN wake-ups (new
-/// jobs, cancels; only with a listen client), and maintenance, each step of which fails alone. What to claim, how much and when to
-/// write is decided by the pure ``WorkScheduler``; the loops carry it out. On graceful shutdown it stops
-/// claiming, lets the chunks in flight finish their requests, gives back what was not sent, writes every
-/// result within the grace period and leaves the registry.
+/// It is a ``ServiceGroup`` of small services (`Services/`): claiming and sending, the result writer, the
+/// expansion, the poll tick, LISTEN, the heartbeat, the app pools, and one service per maintenance task. Every
+/// scheduling decision is made by the pure ``WorkerStateMachine``; the services report what happened and carry
+/// out the actions it returns. This class holds what they share.
+///
+/// Graceful shutdown runs the group's services down in reverse order: claiming stops and the chunks in flight
+/// finish (or give back what was not sent), then the results are written within the grace period, then the
+/// pools, maintenance, LISTEN and the heartbeat, which renews the leases until the end.
 public final class Worker: Service, Sendable {
     public let configuration: WorkerConfiguration
     let store: QueueStore
     let registry: AppRegistry
+    let pools: PoolSupervisor
     let appHealth: AppHealth
     let metrics: WorkerMetrics
     let logger: Logger
-    let stop = StopSignal()
-    let state = Mutex(LoopState())
-    let events: AsyncStream<Void>
-    let wake: AsyncStream<Void>.Continuation
-    let expansionEvents: AsyncStream<Void>
-    let expansionWake: AsyncStream<Void>.Continuation
+    /// Set when a graceful shutdown starts: no new request is started; what was not sent is given back.
+    let stopSending = StopSignal()
+    let machine: Mutex<WorkerStateMachine<ChunkCompletion>>
+    let claimWake = Wake()
+    let expansionWake = Wake()
+    let verdictWake = Wake()
+    let writes: AsyncStream<[ChunkCompletion]>
+    let writeInbox: AsyncStream<[ChunkCompletion]>.Continuation
     let readiness = Atomic<Bool>(false)
-    let scheduler: Mutex<WorkScheduler<ChunkCompletion>>
     /// Jobs cancelled or failed while this worker may hold their chunks: their tokens stop going out.
     let verdicts = JobVerdicts()
-    /// Set once the shutdown's grace period is over: a failing write stops retrying.
-    let writesAbandoned = Atomic<Bool>(false)
-    let shutdownStarted = Mutex<ContinuousClock.Instant?>(nil)
     let health: Mutex<WorkerHealth>
     /// The chunks this process holds: claimed, and their completion not yet written. The heartbeat renews
     /// exactly these.
     let heldChunks = Mutex<Set<Int64>>([])
-    /// Whether the database takes the worker's statements, from the loops' answers; throttles the log.
+    /// Whether the database takes the worker's statements, from the services' answers; throttles the log.
     let database = Mutex(DatabaseStatus())
-
-    struct LoopState {
-        var tokensSent = 0
-        var lastWrite: ContinuousClock.Instant?
-        var largeJobFound = false
-        var lastLargeJobLook: ContinuousClock.Instant?
-        var writingJobFailures = false
-        /// Counts expansions that made small jobs; the claim loop remembers the last one it served. While
-        /// they differ, small work may be waiting for the fast lane.
-        var smallWorkExpanded = 0
-        var smallWorkServed = 0
-    }
+    let tokensSent = Atomic<Int>(0)
+    /// Whether this worker held the maintenance lease at its last look (the leadership task's).
+    let isMaintenanceLeader = Atomic<Bool>(false)
 
     /// The client LISTEN uses (a direct or session-pooled URL); nil: the worker wakes by polling only.
     let listener: PostgresClient?
@@ -69,23 +62,24 @@ public final class Worker: Service, Sendable {
         logger[metadataKey: "worker"] = "\(configuration.workerID)"
         self.configuration = configuration
         self.store = QueueStore(client: client, workerID: configuration.workerID, logger: logger)
-        self.registry = AppRegistry(configuration: configuration, store: store, logger: logger)
+        self.pools = PoolSupervisor(logger: logger)
+        self.registry = AppRegistry(configuration: configuration, store: store, pools: pools, logger: logger)
         self.appHealth = AppHealth(threshold: configuration.pauseAfterConfigurationErrors)
         self.metrics = metrics
         self.logger = logger
-        self.scheduler = Mutex(WorkScheduler(configuration: .init(capacity: configuration.capacity)))
+        self.machine = Mutex(WorkerStateMachine(configuration: .init(
+            scheduler: .init(capacity: configuration.capacity), gracePeriod: configuration.gracePeriod)))
         // A heartbeat goes out every heartbeatInterval; a lease's worth of failed ones means the leases are gone.
         // The claim loop wakes at least every pollInterval; a statement may hold it for QueueStore.deadline.
         self.health = Mutex(WorkerHealth(
             databaseWindow: max(configuration.lease, configuration.heartbeatInterval * 3),
             loopWindow: QueueStore.deadline * 2 + configuration.pollInterval * 3, now: .now))
-        (self.events, self.wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        (self.expansionEvents, self.expansionWake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        (self.writes, self.writeInbox) = AsyncStream.makeStream(of: [ChunkCompletion].self)
     }
 
     /// True while the worker can reach the database and is not draining (`/readyz`).
     public var isReady: Bool {
-        readiness.load(ordering: .relaxed) && database.withLock(\.isAvailable) && !stop.isSet
+        readiness.load(ordering: .relaxed) && database.withLock(\.isAvailable) && !stopSending.isSet
     }
 
     /// True while the worker reaches PostgreSQL and its claim loop turns (`/healthz`).
@@ -95,44 +89,45 @@ public final class Worker: Service, Sendable {
     public var statementsExecuted: Int { store.statementsExecuted }
 
     public func run() async throws {
-        try await withGracefulShutdownHandler {
-            try await registerWithRetry()
-            // The background loops are cancelled once the results are written, and waited for briefly: one
-            // stuck waiting for a database connection that cannot be made must not hold the exit.
-            let loops = BackgroundLoops()
-            loops.start { await self.heartbeatLoop() }
-            if let listener {
-                loops.start { await self.listenLoop(listener) }
-                loops.start { await self.cancelListenLoop(listener) }
-            }
-            loops.start { await self.maintenanceLoop() }
-            loops.start { await self.ticker() }
-            loops.start { await self.expansionLoop() }
-            await self.claimLoopWithinGrace()
-            let started = self.shutdownStarted.withLock { $0 } ?? .now
-            await self.flushResults(until: started + self.configuration.gracePeriod)
-            await loops.cancel(waitingAtMost: .seconds(2))
-            await registry.shutdown()
-            // Hand the maintenance leadership over at once rather than after its lease.
-            try? await store.releaseMaintenanceLeadership(deadline: .seconds(2))
-            // Best effort and brief: with the database down, the registry row simply ages out.
-            try? await store.unregisterWorker(deadline: .seconds(2))
-            let summary = state.withLock { $0 }
-            logger.info("worker stopped", metadata: [
-                "tokens_sent": "\(summary.tokensSent)", "statements": "\(store.statementsExecuted)",
-            ])
-        } onGracefulShutdown: {
-            self.logger.info("graceful shutdown: no new claims; draining in-flight requests")
-            self.shutdownStarted.withLock { $0 = $0 ?? .now }
-            self.stop.set()
-            self.wake.yield()
-            self.expansionWake.yield()
+        do {
+            try await cancelWhenGracefulShutdown { try await self.registerWithRetry() }
+        } catch {
+            // Stopped before the database ever answered: nothing was claimed, nothing to hand back.
+            logger.info("worker stopped before it registered")
+            return
         }
+        var group = ServiceGroupConfiguration(services: services(), logger: logger)
+        // The services end within the grace period on their own; this only bounds a stuck one.
+        group.maximumGracefulShutdownDuration = configuration.gracePeriod + .seconds(5)
+        // The outer group's graceful shutdown reaches this one, which runs its services down in reverse order.
+        try await ServiceGroup(configuration: group).run()
+        // Hand the maintenance leadership over at once rather than after its lease.
+        try? await store.releaseMaintenanceLeadership(deadline: .seconds(2))
+        // Best effort and brief: with the database down, the registry row simply ages out.
+        try? await store.unregisterWorker(deadline: .seconds(2))
+        logger.info("worker stopped", metadata: [
+            "tokens_sent": "\(tokensSent.load(ordering: .relaxed))", "statements": "\(store.statementsExecuted)",
+        ])
+    }
+
+    /// The services, in start order; graceful shutdown runs them down from the last to the first.
+    func services() -> [ServiceGroupConfiguration.ServiceConfiguration] {
+        var services: [any Service] = [HeartbeatService(worker: self)]
+        if let listener {
+            services.append(ListenService(worker: self, listener: listener, channel: .jobs))
+            services.append(ListenService(worker: self, listener: listener, channel: .cancels))
+        }
+        services += MaintenanceTask.all(for: self).map { MaintenanceService(worker: self, task: $0) }
+        services += [
+            pools, VerdictWriter(worker: self), ResultWriter(worker: self), PollTicker(worker: self),
+            ExpansionService(worker: self), ClaimService(worker: self),
+        ]
+        return services.map { .init(service: $0, successTerminationBehavior: .ignore) }
     }
 
     private func registerWithRetry() async throws {
         var failures = 0
-        while !stop.isSet {
+        while true {
             do {
                 try await store.registerWorker(hostname: ProcessInfo.processInfo.hostName, pid: Int(ProcessInfo.processInfo.processIdentifier))
                 readiness.store(true, ordering: .relaxed)
@@ -140,12 +135,39 @@ public final class Worker: Service, Sendable {
                 return
             } catch {
                 failures += 1
-                if !databaseFailed(error) {
-                    logger.warning("registration failed; retrying", metadata: ["error": "\(LoggableError.describe(error))"])
-                }
+                report(error, "registration failed; retrying")
                 try await Task.sleep(for: Self.backoff(failures))
             }
         }
+    }
+
+    /// Carries out what the state machine decided.
+    func perform(_ action: WorkerStateMachine<ChunkCompletion>.Action) {
+        switch action {
+        case .wakeClaimer: claimWake.signal()
+        case .wakeExpander: expansionWake.signal()
+        case .write(let batch): writeInbox.yield(batch)
+        case .abandonWrites(let completions, let tokens):
+            logger.error("shutdown: results could not be written within the grace period; their chunks are rescued when the lease runs out", metadata: [
+                "completions": "\(completions)", "notifications": "\(tokens)",
+            ])
+        case .claim, .expand, .expandAt, .none:
+            // The service that asked carries these out itself.
+            break
+        }
+    }
+
+    func perform(_ actions: [WorkerStateMachine<ChunkCompletion>.Action]) {
+        for action in actions { perform(action) }
+    }
+
+    /// Logs a failed call: a database outage once for all services (``databaseFailed(_:)``), anything else
+    /// as a warning with `message`.
+    func report(_ error: any Error, _ message: @autoclosure () -> String, metadata: Logger.Metadata = [:]) {
+        guard !databaseFailed(error) else { return }
+        var metadata = metadata
+        metadata["error"] = "\(LoggableError.describe(error))"
+        logger.warning("\(message())", metadata: metadata)
     }
 
     /// Records a failed database call. Returns true when the error shows the database unavailable

@@ -119,6 +119,8 @@ func withDeadline<T: Sendable>(
             let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {
                 race.finish(.failure(PGPushError(.databaseUnavailable, "a database call did not finish within \(deadline)")))
             }
+            // Unstructured on purpose: a client call that ignores cancellation (a connection attempt to an
+            // unreachable server) must not hold its caller past the deadline, which a child task would.
             let work = Task {
                 let result: Result<T, any Error>
                 do { result = .success(try await operation()) } catch { result = .failure(error) }

@@ -1,0 +1,89 @@
+import Foundation
+import Logging
+import PGPushStore
+
+extension MaintenanceTask {
+    /// The worker's maintenance tasks. Every worker keeps its own apps current; one worker of the fleet, the
+    /// leader (``QueueStore/acquireMaintenanceLeadership(lease:)``), keeps the queue.
+    static func all(for worker: Worker) -> [MaintenanceTask] {
+        let configuration = worker.configuration
+        let every = configuration.maintenanceInterval
+        return [
+            MaintenanceTask(name: "app reload", interval: every, leaderOnly: false) {
+                try await worker.registry.reload()
+                await worker.registry.closeIdlePools(idleFor: configuration.idlePoolTimeout)
+                await worker.samplePools()
+            },
+            MaintenanceTask(name: "pause sync", interval: every, leaderOnly: false) {
+                let apps = try await worker.store.apps()
+                worker.appHealth.sync(pausedInDatabase: Set(apps.values.filter { $0.pausedReason != nil }.map(\.id)))
+                worker.metrics.pausedApps.record(apps.values.count { $0.pausedReason != nil })
+                worker.metrics.heldNotifications.record(worker.machine.withLock(\.held))
+            },
+            MaintenanceTask(name: "leadership", interval: every, leaderOnly: false) {
+                do {
+                    let leading = try await worker.store.acquireMaintenanceLeadership(lease: configuration.leaderLease)
+                    worker.isMaintenanceLeader.store(leading, ordering: .relaxed)
+                } catch {
+                    // Not knowing is not leading: two leaders would be worse than none for a pass.
+                    worker.isMaintenanceLeader.store(false, ordering: .relaxed)
+                    throw error
+                }
+            },
+            MaintenanceTask(name: "queue upkeep", interval: every, leaderOnly: true) {
+                _ = try await worker.store.maintain(deadWorkerAfter: configuration.heartbeatInterval * 6)
+            },
+            MaintenanceTask(name: "retention", interval: every, leaderOnly: true) {
+                let removed = try await worker.store.removeExpired(olderThan: configuration.retention)
+                if removed.jobsRemoved + removed.auditRowsRemoved + removed.pruneCandidatesRemoved > 0 {
+                    worker.logger.info("retention", metadata: [
+                        "jobs": "\(removed.jobsRemoved)", "pruned_devices": "\(removed.auditRowsRemoved)",
+                        "prune_candidates": "\(removed.pruneCandidatesRemoved)",
+                    ])
+                }
+            },
+            MaintenanceTask(name: "pruning", interval: every, leaderOnly: true) { try await worker.prunePass() },
+            MaintenanceTask(name: "backlog metrics", interval: every, leaderOnly: true) {
+                let backlog = try await worker.store.backlog()
+                worker.metrics.backlogTokens.record(backlog.reduce(0) { $0 + $1.tokens })
+                worker.metrics.oldestJobAge.record(backlog.map(\.oldestAgeSeconds).max() ?? 0)
+            },
+        ]
+    }
+}
+
+extension Worker {
+    /// The BadDeviceToken safety valve, then pruning in batches until none is full.
+    func prunePass() async throws {
+        let share = configuration.badDeviceTokenShare, minimum = configuration.badDeviceTokenMinimumAnswers
+        for state in try await store.judgeBadDeviceTokenValve(share: share, minimumAnswers: minimum) {
+            metrics.recordValve(app: state.appID, tripped: state.tripped, answered: state.answered, badDeviceTokens: state.badDeviceTokens)
+            guard state.pausedApp || state.suppressed > 0 else { continue }
+            if state.pausedApp { metrics.valveTrips.increment() }
+            logger.critical("BadDeviceToken safety valve tripped: app paused, its BadDeviceToken reports kept unpruned", metadata: [
+                "app": "\(state.appID)", "answered": "\(state.answered)", "bad_device_tokens": "\(state.badDeviceTokens)",
+                "reports_suppressed": "\(state.suppressed)",
+            ])
+        }
+        while true {
+            let pruned = try await store.prune(share: share, minimumAnswers: minimum)
+            for (reason, group) in Dictionary(grouping: pruned, by: \.reason) {
+                metrics.recordPruned(reason: reason, count: group.count)
+            }
+            if pruned.count < 1000 { break }
+        }
+    }
+
+    /// Samples the app pools' gauges.
+    func samplePools() async {
+        var streams = 0, open = 0, goaways = 0, reconnects = 0
+        for (_, _, pool) in await registry.activePools() {
+            let stats = pool.statistics
+            streams += stats.streamsInFlight
+            open += stats.connectionsOpen
+            goaways += stats.goAwaysReceived
+            reconnects += stats.reconnects
+        }
+        metrics.samplePools(streams: streams, connections: open, goaways: goaways, reconnects: reconnects)
+    }
+}
