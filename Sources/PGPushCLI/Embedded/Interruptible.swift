@@ -9,21 +9,48 @@ func runInterruptibly<Result: Sendable>(
     _ body: @escaping @Sendable () async throws -> Result,
     cleanup: () async -> Void
 ) async throws -> Result {
-    let work = Task { try await body() }
+    let (interrupts, interrupt) = AsyncStream.makeStream(of: Void.self)
     let signals = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
         signal(number, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
         source.setEventHandler {
             FileHandle.standardError.write(Data("\npgpush: interrupted; cleaning up\n".utf8))
-            work.cancel()
+            interrupt.yield()
         }
         source.resume()
         return source
     }
-    let result = await work.result
+    enum Ended: Sendable {
+        case finished(Swift.Result<Result, any Error>)
+        case interrupted
+    }
+    let (result, interrupted) = await withTaskGroup(of: Ended?.self) { group in
+        group.addTask {
+            do { return .finished(.success(try await body())) } catch { return .finished(.failure(error)) }
+        }
+        group.addTask {
+            for await _ in interrupts { return .interrupted }
+            return nil
+        }
+        var result: Swift.Result<Result, any Error> = .failure(CancellationError())
+        var interrupted = false
+        while let ended = await group.next() {
+            switch ended {
+            case .finished(let finished):
+                result = finished
+                interrupt.finish()
+            case .interrupted:
+                interrupted = true
+                group.cancelAll()
+            case nil:
+                break
+            }
+        }
+        return (result, interrupted)
+    }
     await cleanup()
     for source in signals { source.cancel() }
-    if work.isCancelled, case .failure = result { throw Interrupted() }
+    if interrupted, case .failure = result { throw Interrupted() }
     return try result.get()
 }
 
