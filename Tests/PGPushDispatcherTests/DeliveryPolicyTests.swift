@@ -163,21 +163,6 @@ extension EndToEndTests {
             }
         }
 
-        @Test func tokensPastTheirExpiryAreRecordedExpiredAndNeverSent() async throws {
-            try await Fleet.with { fleet in
-                try await fleet.createApp()
-                try await fleet.registerDevices(300)
-                let job = try await fleet.enqueue(", expires_at => now() + interval '1 second'")
-                try await Task.sleep(for: .seconds(2))
-                let worker = try fleet.startWorker()
-                #expect(try await fleet.waitForJob(job, timeout: .seconds(60)) == "failed")
-                await worker.stop()
-                #expect(try await fleet.count("SELECT count(*) FROM push.deliveries WHERE job_id = \(job) AND status = 0 AND reason = 'Expired'") == 300)
-                #expect(try await fleet.count("SELECT failed FROM push.job_progress WHERE job_id = \(job)") == 300)
-                #expect(fleet.simulator.statistics.requestsTotal == 0)
-            }
-        }
-
         @Test func aCredentialOutsideTheCredentialsDirectoryPausesTheAppWithoutReadingIt() async throws {
             try await Fleet.with { fleet in
                 try await fleet.createApp()

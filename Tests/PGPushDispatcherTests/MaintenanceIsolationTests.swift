@@ -34,7 +34,7 @@ extension EndToEndTests {
                 #expect(try await fleet.count("SELECT count(*) FROM push.jobs WHERE id = \(old)") == 0, "retention ran: \(worker.log.suffix(1500))")
                 #expect(try await fleet.count("SELECT count(*) FROM push.jobs WHERE id = \(stuck) AND state <> 'running'") == 1,
                         "queue upkeep finished the job with nothing left to send")
-                #expect(worker.log.contains("maintenance step failed"), "\(worker.log.suffix(1500))")
+                #expect(worker.log.contains("maintenance task failed"), "\(worker.log.suffix(1500))")
                 #expect(worker.log.contains("app reload"))
                 worker.signal(SIGTERM)
                 #expect(await worker.waitForExit(timeout: .seconds(30)) == 0)
