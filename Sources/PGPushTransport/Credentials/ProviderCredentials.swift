@@ -1,0 +1,28 @@
+import PGPushCore
+
+/// How the pool proves it may send for an app: a provider token (JWT) per request, or a TLS client certificate.
+public enum ProviderCredentials: Sendable {
+    /// Token authentication: every request carries `authorization: bearer <jwt>` from this source.
+    case token(any ProviderTokenSource)
+    /// Certificate authentication: the certificate is presented in the TLS handshake.
+    case certificate(APNsClientCertificate)
+    /// An OAuth 2.0 access token per request (FCM): `authorization: Bearer <token>` from this source. A 401
+    /// is reported back to it, so the next request carries a fresh token.
+    case bearer(any ProviderTokenSource)
+    /// No credential: the request itself authenticates (an OAuth token endpoint, with its signed assertion).
+    case none
+
+    /// The source of per-request tokens, if this credential has one.
+    var tokenSource: (any ProviderTokenSource)? {
+        switch self {
+        case .token(let source), .bearer(let source): source
+        case .certificate, .none: nil
+        }
+    }
+
+    /// Whether APNs allows only one stream until the first request succeeds (token auth does).
+    var startsWithSingleStream: Bool {
+        if case .token = self { return true }
+        return false
+    }
+}

@@ -1,0 +1,171 @@
+import Logging
+import NIOCore
+import PGPushCore
+import ServiceLifecycle
+
+extension HTTP2ConnectionPool {
+    /// Keeps the configured number of connections open until graceful shutdown or cancellation, then fails
+    /// waiting callers, lets in-flight streams finish (bounded by the request timeout) and closes every connection.
+    public func run() async throws {
+        let slots = max(1, configuration.connectionsPerPool)
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler {
+                await withDiscardingTaskGroup { group in
+                    for slot in 0..<slots {
+                        group.addTask { await self.maintainConnection(slot: slot) }
+                    }
+                }
+            } onCancel: {
+                self.beginShutdown()
+            }
+        } onGracefulShutdown: {
+            self.beginShutdown()
+        }
+        beginShutdown()
+        await drainAndClose()
+    }
+
+    private var isShuttingDown: Bool { state.withLock { $0.shuttingDown } }
+
+    /// One slot of the pool: connect, serve until the connection retires, replace it; back off after failures
+    /// and after connections that die young, so APNs never sees rapid connect/close churn.
+    private func maintainConnection(slot: Int) async {
+        var consecutiveFailures = 0
+        var isFirstAttempt = true
+        while !isShuttingDown {
+            if !isFirstAttempt { state.withLock { $0.statistics.reconnects += 1 } }
+            isFirstAttempt = false
+            let started = ContinuousClock.now
+            let eventLoop = eventLoopGroup.next()
+            let ready = eventLoop.makePromise(of: Void.self)
+            let retired = eventLoop.makePromise(of: Void.self)
+            let id = state.withLock { state in
+                let id = state.makeID()
+                state.entries[id] = HTTP2PoolState.Entry(
+                    id: id,
+                    connection: nil,
+                    machine: HTTP2ConnectionStateMachine(
+                        clientCap: configuration.maximumStreamsPerConnectionCap,
+                        singleStreamUntilFirstSuccess: credentials.startsWithSingleStream
+                    ),
+                    ready: ready,
+                    retired: retired
+                )
+                return id
+            }
+            do {
+                let connection = try await HTTP2Connection.connect(
+                    id: id,
+                    endpoint: configuration.endpoint,
+                    sslContext: sslContext,
+                    eventLoop: eventLoop,
+                    connectTimeout: configuration.connectTimeout,
+                    requestTimeout: .nanoseconds(configuration.requestTimeout.nanosecondsInt64)
+                ) { [self] event in
+                    self.handle(event, connectionID: id)
+                }
+                attach(connection)
+                // The handshake and the server's SETTINGS must also finish within the connect timeout.
+                let timeout = eventLoop.scheduleTask(in: .nanoseconds(configuration.connectTimeout.nanosecondsInt64)) {
+                    ready.fail(HTTP2ConnectFailure(detail: "no HTTP/2 SETTINGS within the connect timeout"))
+                    connection.close()
+                }
+                defer { timeout.cancel() }
+                try await ready.futureResult.get()
+                timeout.cancel()
+                startPinging(connection)
+                logger.debug("APNs connection ready", metadata: ["connection": "\(id)", "slot": "\(slot)"])
+                try? await retired.futureResult.get()
+                let lifetime = ContinuousClock.now - started
+                consecutiveFailures = lifetime < .seconds(10) ? consecutiveFailures + 1 : 0
+            } catch {
+                consecutiveFailures += 1
+                recordConnectFailure(id: id, failure: error as? HTTP2ConnectFailure ?? HTTP2ConnectFailure(
+                    detail: String(describing: error), tlsRejection: TLSRejection.reason(for: error)))
+            }
+            if consecutiveFailures > 0, !isShuttingDown {
+                await sleepUnlessShuttingDown(configuration.reconnectBackoff.delay(afterFailures: consecutiveFailures - 1))
+            }
+        }
+    }
+
+    private func attach(_ connection: HTTP2Connection) {
+        var effects = HTTP2PoolEffects()
+        let closeNow = state.withLock { state -> Bool in
+            guard state.entries[connection.id] != nil else { return true }
+            state.entries[connection.id]!.connection = connection
+            // The server's SETTINGS may have arrived before the channel was attached; the slots they opened
+            // could not be handed out then, so hand them out now.
+            state.grantWaiters(effects: &effects)
+            return state.entries[connection.id]!.closeWhenAttached
+        }
+        perform(effects)
+        if closeNow { connection.close() }
+    }
+
+    private func recordConnectFailure(id: Int, failure: HTTP2ConnectFailure) {
+        logger.warning("APNs connection attempt failed", metadata: ["error": "\(failure.tlsRejection ?? failure.detail)"])
+        var effects = HTTP2PoolEffects()
+        state.withLock { state in
+            state.statistics.connectFailures += 1
+            if let entry = state.entries[id] {
+                if let connection = entry.connection {
+                    effects.close.append(connection)  // the closed event removes the entry
+                } else {
+                    state.entries[id] = nil
+                    // Every promise must complete, even for a connection that never existed.
+                    effects.readyFailed.append((entry.ready, failure))
+                    effects.retired.append(entry.retired)
+                }
+            }
+            if !state.hasReadyConnection {
+                state.lastConnectFailure = failure.noResponseReason
+                state.failWaiters(failure.noResponseReason, effects: &effects)
+            }
+        }
+        perform(effects)
+    }
+
+    private func startPinging(_ connection: HTTP2Connection) {
+        let interval = TimeAmount.nanoseconds(configuration.pingInterval.nanosecondsInt64)
+        let id = connection.id
+        let task = connection.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            self.pingDue(id)
+        }
+        connection.channel.closeFuture.whenComplete { _ in task.cancel() }
+    }
+
+    private func sleepUnlessShuttingDown(_ duration: Duration) async {
+        let deadline = ContinuousClock.now + duration
+        while !isShuttingDown, ContinuousClock.now < deadline {
+            let step = min(deadline - ContinuousClock.now, .milliseconds(50))
+            try? await Task.sleep(for: step)
+        }
+    }
+
+    /// Stops new work: fails waiting callers and retires every connection (each closes when its last stream ends).
+    func beginShutdown() {
+        var effects = HTTP2PoolEffects()
+        state.withLock { state in
+            guard !state.shuttingDown else { return }
+            state.shuttingDown = true
+            state.failWaiters(.connectFailed(detail: "the connection pool is shut down"), effects: &effects)
+            for id in Array(state.entries.keys) {
+                let action = state.entries[id]!.machine.retire(.poolShutdown)
+                state.apply(action, to: id, effects: &effects)
+            }
+        }
+        perform(effects)
+    }
+
+    private func drainAndClose() async {
+        let deadline = ContinuousClock.now + configuration.requestTimeout + .seconds(1)
+        while ContinuousClock.now < deadline, !Task.isCancelled {
+            if state.withLock({ $0.entries.isEmpty }) { return }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        let leftovers = state.withLock { state in state.entries.values.compactMap(\.connection) }
+        for connection in leftovers { connection.close() }
+        for connection in leftovers { try? await connection.channel.closeFuture.get() }
+    }
+}
