@@ -143,28 +143,16 @@ public final class HTTP2ConnectionPool: Service, Sendable {
         }
     }
 
-    /// A 403 that names the provider token (ExpiredProviderToken and its kin) goes back to the token's source;
-    /// so does a 401 for an OAuth access token, as `UNAUTHENTICATED`.
+    /// An answer that rejects the token the request carried goes back to the token's source (see
+    /// ``ProviderCredentials``): APNs' 403 ExpiredProviderToken and its kin, FCM's 401 as `UNAUTHENTICATED`.
     private func rejectedToken(
         _ stream: PreparedStream, _ outcome: ProviderOutcome
     ) -> (source: any ProviderTokenSource, token: ProviderToken, reason: String)? {
-        guard case .response(let response) = outcome, let token = stream.token else { return nil }
-        switch credentials {
-        case .token(let source):
-            guard response.status == 403, let reason = response.reason else { return nil }
-            return (source, token, reason)
-        case .bearer(let source):
-            // A 401 with an FCM error detail (THIRD_PARTY_AUTH_ERROR) is about another credential, not this token.
-            guard response.status == 401, !response.body.containsSequence(Self.fcmErrorDetail) else { return nil }
-            return (source, token, Self.unauthenticated)
-        case .certificate, .none:
-            return nil
-        }
+        guard case .response(let response) = outcome, let token = stream.token,
+            let reason = credentials.tokenRejectionReason(response), let source = credentials.tokenSource
+        else { return nil }
+        return (source, token, reason)
     }
-
-    /// The reason a bearer token's source hears when a request carrying it was answered 401.
-    public static let unauthenticated = "UNAUTHENTICATED"
-    private static let fcmErrorDetail = Array("google.firebase.fcm.v1.FcmError".utf8)
 
     private func acquireSlot() async -> HTTP2SlotGrant {
         let fast: Result<HTTP2SlotGrant, Never>? = state.withLock { state in
@@ -211,9 +199,7 @@ public final class HTTP2ConnectionPool: Service, Sendable {
             }
             let completed = state.entries[connectionID]!.machine.streamCompleted(status: outcome.status == 0 ? nil : outcome.status)
             var retire = HTTP2ConnectionStateMachine.Action.none
-            if case .response(let response) = outcome, let reason = response.reason,
-                APNsConnectionBoundReasons.retireConnection.contains(reason)
-            {
+            if case .response(let response) = outcome, response.retiresConnection, let reason = response.reason {
                 retire = state.entries[connectionID]!.machine.retire(.response(reason: reason))
             }
             state.apply(completed, to: connectionID, effects: &effects)
@@ -297,16 +283,5 @@ public final class HTTP2ConnectionPool: Service, Sendable {
         effects.perform(pingTimeout: .nanoseconds(configuration.pingTimeout.nanosecondsInt64)) { id, payload in
             self.pingTimedOut(id, payload)
         }
-    }
-}
-
-extension Array where Element == UInt8 {
-    /// Whether `needle` occurs in these bytes.
-    func containsSequence(_ needle: [UInt8]) -> Bool {
-        guard !needle.isEmpty, count >= needle.count else { return needle.isEmpty }
-        for start in 0...(count - needle.count) where self[start] == needle[0] {
-            if self[start..<(start + needle.count)].elementsEqual(needle) { return true }
-        }
-        return false
     }
 }

@@ -52,3 +52,19 @@ enum APNsRequestHeaders {
 enum APNsConnectionBoundReasons {
     static let retireConnection: Set<String> = ["UnrelatedKeyIdInToken", "Shutdown", "IdleTimeout"]
 }
+
+extension ProviderResponse {
+    /// A 403 that names the provider token (ExpiredProviderToken and its kin) goes back to the token's source.
+    var apnsProviderTokenRejection: String? {
+        status == 403 ? reason : nil
+    }
+}
+
+extension ProviderResponse {
+    /// Whether APNs expects a fresh connection after this answer (`UnrelatedKeyIdInToken`, `Shutdown`,
+    /// `IdleTimeout`). Other providers' answers carry no `reason`, so never retire a connection.
+    var retiresConnection: Bool {
+        guard let reason else { return false }
+        return APNsConnectionBoundReasons.retireConnection.contains(reason)
+    }
+}
