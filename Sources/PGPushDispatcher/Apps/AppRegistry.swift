@@ -204,11 +204,13 @@ public actor AppRegistry {
     }
 
     /// A sender around a new pool, limited by the app's `rate_limit` if it has one (each provider gets its own
-    /// share); `provider` names it in the error a TLS setup failure gives.
+    /// share); `provider` names it in the pool's log lines and in the error a TLS setup failure gives.
     private func sender(
         _ app: AppRecord, _ platform: DevicePlatform, client: HTTP2ClientConfiguration, credentials: ProviderCredentials,
         projectQuota: RateLimiter? = nil, fcmTokens: SharedFCMAccessTokenSource?, provider: String
     ) throws(PGPushError) -> AppSender {
+        var client = client
+        client.provider = provider
         let pool: HTTP2ConnectionPool
         do {
             pool = try HTTP2ConnectionPool(configuration: client, credentials: credentials, logger: logger)

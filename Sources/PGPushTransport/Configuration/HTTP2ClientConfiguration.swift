@@ -5,6 +5,9 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// The service to connect to.
     public var endpoint: ProviderEndpoint = .production
 
+    /// The provider's name in log lines ("APNs", "FCM", "Google OAuth"), e.g. "FCM connection received GOAWAY".
+    public var provider: String = "APNs"
+
     /// A PEM file of extra CA certificates trusted in addition to the system roots (for the simulator's CA).
     /// Certificate verification is always on; there is no switch to turn it off.
     public var additionalTrustRootsPEMFile: String?

@@ -28,7 +28,7 @@ extension HTTP2ConnectionPool {
     private var isShuttingDown: Bool { state.withLock { $0.shuttingDown } }
 
     /// One slot of the pool: connect, serve until the connection retires, replace it; back off after failures
-    /// and after connections that die young, so APNs never sees rapid connect/close churn.
+    /// and after connections that die young, so the provider never sees rapid connect/close churn.
     private func maintainConnection(slot: Int) async {
         var consecutiveFailures = 0
         var isFirstAttempt = true
@@ -74,7 +74,9 @@ extension HTTP2ConnectionPool {
                 try await ready.futureResult.get()
                 timeout.cancel()
                 startPinging(connection)
-                logger.debug("APNs connection ready", metadata: ["connection": "\(id)", "slot": "\(slot)"])
+                logger.debug(
+                    "\(configuration.provider) connection ready",
+                    metadata: ["provider": "\(configuration.provider)", "connection": "\(id)", "slot": "\(slot)"])
                 try? await retired.futureResult.get()
                 let lifetime = ContinuousClock.now - started
                 consecutiveFailures = lifetime < .seconds(10) ? consecutiveFailures + 1 : 0
@@ -104,7 +106,9 @@ extension HTTP2ConnectionPool {
     }
 
     private func recordConnectFailure(id: Int, failure: HTTP2ConnectFailure) {
-        logger.warning("APNs connection attempt failed", metadata: ["error": "\(failure.tlsRejection ?? failure.detail)"])
+        logger.warning(
+            "\(configuration.provider) connection attempt failed",
+            metadata: ["provider": "\(configuration.provider)", "error": "\(failure.tlsRejection ?? failure.detail)"])
         var effects = HTTP2PoolEffects()
         state.withLock { state in
             state.statistics.connectFailures += 1

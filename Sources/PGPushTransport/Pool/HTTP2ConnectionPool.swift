@@ -231,8 +231,9 @@ public final class HTTP2ConnectionPool: Service, Sendable {
                 state.statistics.goAwaysReceived += 1
                 action = entry.machine.goAwayReceived(lastStreamID: lastStreamID, errorCode: errorCode, debugData: debugData)
                 logger.info(
-                    "APNs connection received GOAWAY",
+                    "\(configuration.provider) connection received GOAWAY",
                     metadata: [
+                        "provider": "\(configuration.provider)",
                         "connection": "\(connectionID)", "lastStreamID": "\(lastStreamID)", "errorCode": "\(errorCode)",
                         "reason": "\(entry.machine.goAwayDebugReason ?? "-")",
                     ]
@@ -274,7 +275,9 @@ public final class HTTP2ConnectionPool: Service, Sendable {
             state.grantWaiters(effects: &effects)
         }
         if !effects.close.isEmpty {
-            logger.warning("APNs connection did not answer PING; replacing it", metadata: ["connection": "\(connectionID)"])
+            logger.warning(
+                "\(configuration.provider) connection did not answer PING; replacing it",
+                metadata: ["provider": "\(configuration.provider)", "connection": "\(connectionID)"])
         }
         perform(effects)
     }

@@ -40,6 +40,7 @@ public struct FCMTokenExchange: Sendable {
             throw Failure(kind: .refused, reason: "token_uri has no host")
         }
         var configuration = HTTP2ClientConfiguration(endpoint: ProviderEndpoint(host: host, port: uri.port ?? 443))
+        configuration.provider = "Google OAuth"
         configuration.additionalTrustRootsPEMFile = additionalTrustRootsPEMFile
         configuration.connectionsPerPool = 1
         configuration.requestTimeout = timeout
