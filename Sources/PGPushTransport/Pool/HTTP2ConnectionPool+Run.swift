@@ -25,7 +25,7 @@ extension HTTP2ConnectionPool {
         await drainAndClose()
     }
 
-    private var isShuttingDown: Bool { state.withLock { $0.shuttingDown } }
+    private var isShuttingDown: Bool { state.withLock { $0.machine.isShuttingDown } }
 
     /// One slot of the pool: connect, serve until the connection retires, replace it; back off after failures
     /// and after connections that die young, so the provider never sees rapid connect/close churn.
@@ -33,24 +33,16 @@ extension HTTP2ConnectionPool {
         var consecutiveFailures = 0
         var isFirstAttempt = true
         while !isShuttingDown {
-            if !isFirstAttempt { state.withLock { $0.statistics.reconnects += 1 } }
+            let isReplacement = !isFirstAttempt
             isFirstAttempt = false
             let started = ContinuousClock.now
             let eventLoop = eventLoopGroup.next()
-            let ready = eventLoop.makePromise(of: Void.self)
-            let retired = eventLoop.makePromise(of: Void.self)
+            let attempt = HTTP2PoolResources.Attempt(
+                ready: eventLoop.makePromise(of: Void.self), retired: eventLoop.makePromise(of: Void.self))
+            let (ready, retired) = (attempt.ready, attempt.retired)
             let id = state.withLock { state in
-                let id = state.makeID()
-                state.entries[id] = HTTP2PoolState.Entry(
-                    id: id,
-                    connection: nil,
-                    machine: HTTP2ConnectionStateMachine(
-                        clientCap: configuration.maximumStreamsPerConnectionCap,
-                        singleStreamUntilFirstSuccess: credentials.startsWithSingleStream
-                    ),
-                    ready: ready,
-                    retired: retired
-                )
+                let id = state.machine.connectRequested(isReplacement: isReplacement)
+                state.attempts[id] = attempt
                 return id
             }
             do {
@@ -92,42 +84,19 @@ extension HTTP2ConnectionPool {
     }
 
     private func attach(_ connection: HTTP2Connection) {
-        var effects = HTTP2PoolEffects()
-        let closeNow = state.withLock { state -> Bool in
-            guard state.entries[connection.id] != nil else { return true }
-            state.entries[connection.id]!.connection = connection
-            // The server's SETTINGS may have arrived before the channel was attached; the slots they opened
-            // could not be handed out then, so hand them out now.
-            state.grantWaiters(effects: &effects)
-            return state.entries[connection.id]!.closeWhenAttached
+        let effects = state.withLock { state in
+            // Held before the event, so the actions it returns (a lease, a close) can name it.
+            state.connections[connection.id] = connection
+            return state.resolve(state.machine.connectionAttached(connection.id))
         }
         perform(effects)
-        if closeNow { connection.close() }
     }
 
     private func recordConnectFailure(id: Int, failure: HTTP2ConnectFailure) {
         logger.warning(
             "\(configuration.provider) connection attempt failed",
             metadata: ["provider": "\(configuration.provider)", "error": "\(failure.tlsRejection ?? failure.detail)"])
-        var effects = HTTP2PoolEffects()
-        state.withLock { state in
-            state.statistics.connectFailures += 1
-            if let entry = state.entries[id] {
-                if let connection = entry.connection {
-                    effects.close.append(connection)  // the closed event removes the entry
-                } else {
-                    state.entries[id] = nil
-                    // Every promise must complete, even for a connection that never existed.
-                    effects.readyFailed.append((entry.ready, failure))
-                    effects.retired.append(entry.retired)
-                }
-            }
-            if !state.hasReadyConnection {
-                state.lastConnectFailure = failure.noResponseReason
-                state.failWaiters(failure.noResponseReason, effects: &effects)
-            }
-        }
-        perform(effects)
+        apply { $0.connectFailed(id, failure) }
     }
 
     private func startPinging(_ connection: HTTP2Connection) {
@@ -149,26 +118,16 @@ extension HTTP2ConnectionPool {
 
     /// Stops new work: fails waiting callers and retires every connection (each closes when its last stream ends).
     func beginShutdown() {
-        var effects = HTTP2PoolEffects()
-        state.withLock { state in
-            guard !state.shuttingDown else { return }
-            state.shuttingDown = true
-            state.failWaiters(.connectFailed(detail: "the connection pool is shut down"), effects: &effects)
-            for id in Array(state.entries.keys) {
-                let action = state.entries[id]!.machine.retire(.poolShutdown)
-                state.apply(action, to: id, effects: &effects)
-            }
-        }
-        perform(effects)
+        apply { $0.shutdown() }
     }
 
     private func drainAndClose() async {
         let deadline = ContinuousClock.now + configuration.requestTimeout + .seconds(1)
         while ContinuousClock.now < deadline, !Task.isCancelled {
-            if state.withLock({ $0.entries.isEmpty }) { return }
+            if state.withLock({ $0.machine.isEmpty }) { return }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        let leftovers = state.withLock { state in state.entries.values.compactMap(\.connection) }
+        let leftovers = state.withLock { state in Array(state.connections.values) }
         for connection in leftovers { connection.close() }
         for connection in leftovers { try? await connection.channel.closeFuture.get() }
     }

@@ -24,7 +24,7 @@ public final class HTTP2ConnectionPool: Service, Sendable {
     let sslContext: NIOSSLContext
     private let authority: String
     private let requestTimeout: TimeAmount
-    let state = Mutex(HTTP2PoolState())
+    let state: Mutex<HTTP2PoolResources>
 
     /// - Throws: ``PGPushError`` if the TLS context cannot be built (unreadable trust roots, a certificate
     ///   and key that do not match).
@@ -41,16 +41,20 @@ public final class HTTP2ConnectionPool: Service, Sendable {
         self.sslContext = try HTTP2TLSContext.make(configuration: configuration, credentials: credentials)
         self.authority = configuration.endpoint.authority
         self.requestTimeout = .nanoseconds(configuration.requestTimeout.nanosecondsInt64)
+        self.state = Mutex(HTTP2PoolResources(machine: HTTP2PoolStateMachine(
+            clientCap: configuration.maximumStreamsPerConnectionCap,
+            singleStreamUntilFirstSuccess: credentials.startsWithSingleStream
+        )))
     }
 
     /// The current counters and limits.
     public var statistics: HTTP2PoolStatistics {
-        state.withLock { $0.snapshot() }
+        state.withLock { $0.machine.snapshot() }
     }
 
     // MARK: - Sending
 
-    /// Sends one notification and returns what APNs answered, or why no answer came. Never throws.
+    /// Sends one request and returns what the provider answered, or why no answer came. Never throws.
     ///
     /// With token authentication the current JWT is taken from the ``ProviderTokenSource`` for every
     /// request (the source caches it), and a `403 ExpiredProviderToken` is reported back to the source.
@@ -147,66 +151,52 @@ public final class HTTP2ConnectionPool: Service, Sendable {
     /// ``ProviderCredentials``): APNs' 403 ExpiredProviderToken and its kin, FCM's 401 as `UNAUTHENTICATED`.
     private func rejectedToken(
         _ stream: PreparedStream, _ outcome: ProviderOutcome
-    ) -> (source: any ProviderTokenSource, token: ProviderToken, reason: String)? {
+    ) -> HTTP2TokenRejection? {
         guard case .response(let response) = outcome, let token = stream.token,
             let reason = credentials.tokenRejectionReason(response), let source = credentials.tokenSource
         else { return nil }
-        return (source, token, reason)
+        return HTTP2TokenRejection(source: source, token: token, reason: reason)
     }
 
     private func acquireSlot() async -> HTTP2SlotGrant {
-        let fast: Result<HTTP2SlotGrant, Never>? = state.withLock { state in
-            state.acquireImmediately().map { .success($0) }
+        let fast: HTTP2SlotGrant? = state.withLock { state in
+            switch state.machine.leaseRequested() {
+            case .leased(let id): .granted(HTTP2StreamLease(connectionID: id, connection: state.connections[id]!))
+            case .failed(let reason): .failed(reason)
+            case .mustWait: nil
+            }
         }
-        if case .success(let grant) = fast { return grant }
+        if let fast { return fast }
 
-        let waiterID = state.withLock { state in
-            let id = state.makeID()
-            state.waiters[id] = .reserved
-            return id
-        }
+        let waiterID = state.withLock { $0.machine.waiterAdded() }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<HTTP2SlotGrant, Never>) in
-                let immediate = state.withLock { $0.enqueueWaiter(waiterID, continuation) }
+                let immediate: HTTP2SlotGrant? = state.withLock { state in
+                    switch state.machine.waiterSuspending(waiterID) {
+                    case .leased(let id):
+                        return .granted(HTTP2StreamLease(connectionID: id, connection: state.connections[id]!))
+                    case .failed(let reason):
+                        return .failed(reason)
+                    case .mustWait:
+                        state.waiters[waiterID] = continuation
+                        return nil
+                    }
+                }
                 if let immediate { continuation.resume(returning: immediate) }
             }
         } onCancel: {
-            var effects = HTTP2PoolEffects()
-            state.withLock { $0.cancelWaiter(waiterID, effects: &effects) }
-            perform(effects)
+            apply { $0.waiterCancelled(waiterID).map { [$0] } ?? [] }
         }
     }
 
     /// Runs on the connection's event loop when a stream ends: frees the slot, interprets the end, and
     /// hands the slot on.
     private func streamFinished(_ connectionID: Int, _ result: HTTP2StreamResult) -> ProviderOutcome {
-        var effects = HTTP2PoolEffects()
-        let outcome: ProviderOutcome = state.withLock { state in
-            // Mutated in place: copying the entry out and back costs retains on every request.
-            guard state.entries[connectionID] != nil else {
-                return .noResponse(.connectionClosed)
-            }
-            let outcome: ProviderOutcome
-            switch result {
-            case .response(let response):
-                outcome = .response(response)
-            case .timedOut:
-                outcome = .noResponse(.timeout)
-            case .closed(let streamID, let resetCode, let sawHeadersWithoutStatus):
-                outcome = sawHeadersWithoutStatus
-                    ? .noResponse(.missingStatus)
-                    : .noResponse(state.entries[connectionID]!.machine.noResponseReason(streamID: streamID, resetCode: resetCode))
-            }
-            let completed = state.entries[connectionID]!.machine.streamCompleted(status: outcome.status == 0 ? nil : outcome.status)
-            var retire = HTTP2ConnectionStateMachine.Action.none
-            if case .response(let response) = outcome, response.retiresConnection, let reason = response.reason {
-                retire = state.entries[connectionID]!.machine.retire(.response(reason: reason))
-            }
-            state.apply(completed, to: connectionID, effects: &effects)
-            state.apply(retire, to: connectionID, effects: &effects)
-            state.removeIfFinished(connectionID, effects: &effects)
-            state.grantWaiters(effects: &effects)
-            return outcome
+        var retires = false
+        if case .response(let response) = result { retires = response.retiresConnection }
+        let (outcome, effects) = state.withLock { state in
+            let (outcome, actions) = state.machine.streamClosed(connectionID, result: result, retiresConnection: retires)
+            return (outcome, state.resolve(actions))
         }
         perform(effects)
         return outcome
@@ -214,71 +204,48 @@ public final class HTTP2ConnectionPool: Service, Sendable {
 
     // MARK: - Connection events
 
-    func handle(_ event: HTTP2ConnectionEvent, connectionID: Int) {
-        var effects = HTTP2PoolEffects()
-        state.withLock { state in
-            guard var entry = state.entries[connectionID] else { return }
-            var action = HTTP2ConnectionStateMachine.Action.none
+    func handle(_ event: HTTP2ConnectionEvent, connectionID id: Int) {
+        apply { machine in
             switch event {
             case .settings(let maxConcurrentStreams):
-                action = entry.machine.settingsReceived(maxConcurrentStreams: maxConcurrentStreams)
-                if entry.machine.isReady, !entry.readySignalled {
-                    entry.readySignalled = true
-                    effects.readySucceeded.append(entry.ready)
-                    state.lastConnectFailure = nil
-                }
+                return machine.settingsReceived(id, maxConcurrentStreams: maxConcurrentStreams)
             case .goAway(let lastStreamID, let errorCode, let debugData):
-                state.statistics.goAwaysReceived += 1
-                action = entry.machine.goAwayReceived(lastStreamID: lastStreamID, errorCode: errorCode, debugData: debugData)
+                let actions = machine.goAwayReceived(id, lastStreamID: lastStreamID, errorCode: errorCode, debugData: debugData)
                 logger.info(
                     "\(configuration.provider) connection received GOAWAY",
                     metadata: [
                         "provider": "\(configuration.provider)",
-                        "connection": "\(connectionID)", "lastStreamID": "\(lastStreamID)", "errorCode": "\(errorCode)",
-                        "reason": "\(entry.machine.goAwayDebugReason ?? "-")",
+                        "connection": "\(id)", "lastStreamID": "\(lastStreamID)", "errorCode": "\(errorCode)",
+                        "reason": "\(machine.goAwayDebugReason(id) ?? "-")",
                     ]
                 )
+                return actions
             case .pingAck(let payload):
-                entry.machine.pingAckReceived(payload)
+                return machine.pingAckReceived(id, payload: payload)
             case .closed(let error, let tlsRejection):
-                action = entry.machine.channelClosed()
-                if !entry.readySignalled {
-                    entry.readySignalled = true
-                    effects.readyFailed.append((entry.ready, HTTP2ConnectFailure(
-                        detail: error ?? "connection closed before HTTP/2 was ready", tlsRejection: tlsRejection)))
-                }
+                return machine.channelClosed(id, failure: HTTP2ConnectFailure(
+                    detail: error ?? "connection closed before HTTP/2 was ready", tlsRejection: tlsRejection))
             }
-            state.entries[connectionID] = entry
-            state.apply(action, to: connectionID, effects: &effects)
-            state.removeIfFinished(connectionID, effects: &effects)
-            state.grantWaiters(effects: &effects)
         }
-        perform(effects)
     }
 
     func pingDue(_ connectionID: Int) {
-        var effects = HTTP2PoolEffects()
-        state.withLock { state in
-            guard state.entries[connectionID] != nil else { return }
-            let action = state.entries[connectionID]!.machine.pingDue()
-            state.apply(action, to: connectionID, effects: &effects)
-        }
-        perform(effects)
+        apply { $0.pingDue(connectionID) }
     }
 
     private func pingTimedOut(_ connectionID: Int, _ payload: UInt64) {
-        var effects = HTTP2PoolEffects()
-        state.withLock { state in
-            guard state.entries[connectionID] != nil else { return }
-            let action = state.entries[connectionID]!.machine.pingTimeoutFired(payload)
-            state.apply(action, to: connectionID, effects: &effects)
-            state.grantWaiters(effects: &effects)
-        }
+        let effects = state.withLock { $0.resolve($0.machine.pingTimedOut(connectionID, payload: payload)) }
         if !effects.close.isEmpty {
             logger.warning(
                 "\(configuration.provider) connection did not answer PING; replacing it",
                 metadata: ["provider": "\(configuration.provider)", "connection": "\(connectionID)"])
         }
+        perform(effects)
+    }
+
+    /// Feeds one event to the state machine under the lock, then carries out its actions.
+    func apply(_ event: (inout HTTP2PoolStateMachine) -> [HTTP2PoolStateMachine.Action]) {
+        let effects = state.withLock { $0.resolve(event(&$0.machine)) }
         perform(effects)
     }
 
