@@ -8,21 +8,27 @@ extension HTTP2ConnectionPool {
     /// waiting callers, lets in-flight streams finish (bounded by the request timeout) and closes every connection.
     public func run() async throws {
         let slots = max(1, configuration.connectionsPerPool)
-        await withGracefulShutdownHandler {
-            await withTaskCancellationHandler {
-                await withDiscardingTaskGroup { group in
-                    for slot in 0..<slots {
-                        group.addTask { await self.maintainConnection(slot: slot) }
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.rejections.deliver() }
+            await withGracefulShutdownHandler {
+                await withTaskCancellationHandler {
+                    await withDiscardingTaskGroup { group in
+                        for slot in 0..<slots {
+                            group.addTask { await self.maintainConnection(slot: slot) }
+                        }
                     }
+                } onCancel: {
+                    self.beginShutdown()
                 }
-            } onCancel: {
+            } onGracefulShutdown: {
                 self.beginShutdown()
             }
-        } onGracefulShutdown: {
-            self.beginShutdown()
+            beginShutdown()
+            await drainAndClose()
+            // Streams still open after the drain were closed with their connections; their rejected tokens
+            // are reported before run() returns.
+            rejections.finish()
         }
-        beginShutdown()
-        await drainAndClose()
     }
 
     private var isShuttingDown: Bool { state.withLock { $0.machine.isShuttingDown } }

@@ -25,6 +25,8 @@ public final class HTTP2ConnectionPool: Service, Sendable {
     private let authority: String
     private let requestTimeout: TimeAmount
     let state: Mutex<HTTP2PoolResources>
+    /// Rejected tokens of ``start(_:onOutcome:)`` calls, reported by ``run()``.
+    let rejections = HTTP2TokenRejections()
 
     /// - Throws: ``PGPushError`` if the TLS context cannot be built (unreadable trust roots, a certificate
     ///   and key that do not match).
@@ -76,7 +78,8 @@ public final class HTTP2ConnectionPool: Service, Sendable {
 
     /// Waits for a stream slot like ``send(_:)``, writes the request, and returns without waiting for the
     /// answer: `onOutcome` runs exactly once, on the connection's event loop (or at once when no slot can be
-    /// had). A caller with many requests in flight needs no task per request this way.
+    /// had; or in ``run()``'s task after a rejected token was reported to its source). A caller with many
+    /// requests in flight needs no task per request this way.
     public func start(_ request: some PushRequest, onOutcome: @escaping @Sendable (ProviderOutcome) -> Void) async {
         let stream: PreparedStream
         switch await prepare(request) {
@@ -85,11 +88,9 @@ public final class HTTP2ConnectionPool: Service, Sendable {
         }
         open(stream) { outcome in
             guard let rejected = self.rejectedToken(stream, outcome) else { return onOutcome(outcome) }
-            // The source hears of the rejection before the caller does, so a re-send signs a new token.
-            Task {
-                await rejected.source.reportRejected(rejected.token, reason: rejected.reason)
-                onOutcome(outcome)
-            }
+            // The source hears of the rejection before the caller does, so a re-send signs a new token. The
+            // report awaits the source, which the event loop cannot: ``run()`` makes it, then calls `onOutcome`.
+            self.rejections.submit(rejected, outcome: outcome, onOutcome: onOutcome)
         }
     }
 

@@ -48,23 +48,25 @@ public struct FCMTokenExchange: Sendable {
         configuration.maximumResponseBodyBytes = 65_536
         configuration.reconnectBackoff = ReconnectBackoff(minimum: .milliseconds(200), maximum: .seconds(2))
         let pool = try HTTP2ConnectionPool(configuration: configuration, credentials: .none, eventLoopGroup: eventLoopGroup, logger: logger)
-        let running = Task { try? await pool.run() }
         let request = FormPostRequest(
             path: (uri.path.isEmpty ? "/" : uri.path) + (uri.query.map { "?" + $0 } ?? ""), form: assertion.tokenRequestBody)
-        let outcome = await withTaskGroup(of: ProviderOutcome?.self) { group in
-            group.addTask { await pool.send(request) }
-            group.addTask {
-                // A connection that never comes up would leave the request waiting for a slot indefinitely.
-                try? await Task.sleep(for: timeout + .seconds(1))
-                return nil
+        let outcome = await withDiscardingTaskGroup { running in
+            running.addTask { try? await pool.run() }
+            let outcome = await withTaskGroup(of: ProviderOutcome?.self) { group in
+                group.addTask { await pool.send(request) }
+                group.addTask {
+                    // A connection that never comes up would leave the request waiting for a slot indefinitely.
+                    try? await Task.sleep(for: timeout + .seconds(1))
+                    return nil
+                }
+                let first = await group.next() ?? nil
+                group.cancelAll()
+                return first
             }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+            // The connection closes once the pool stops; the group waits for that, so no socket stays behind.
+            running.cancelAll()
+            return outcome
         }
-        // The connection closes once the pool stops; waiting for that keeps no socket behind.
-        running.cancel()
-        await running.value
         switch outcome {
         case .response(let response)?:
             if response.status == 200 {
