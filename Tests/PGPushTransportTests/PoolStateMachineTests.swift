@@ -22,6 +22,11 @@ struct PoolStateMachineTests {
         return id
     }
 
+    /// Takes `count` slots, all expected on connection `id`.
+    private func lease(_ machine: inout Machine, _ count: Int, on id: Machine.ConnectionID) {
+        for _ in 0..<count { #expect(machine.leaseRequested() == .leased(id)) }
+    }
+
     private func ok() -> HTTP2StreamResult { .response(ProviderResponse(status: 200)) }
 
     // MARK: - Connecting
@@ -104,8 +109,7 @@ struct PoolStateMachineTests {
     @Test func leasesStopAtTheServerLimitAndResumeWhenAStreamEnds() {
         var machine = pool()
         let id = connectReady(&machine, limit: 2)
-        #expect(machine.leaseRequested() == .leased(id))
-        #expect(machine.leaseRequested() == .leased(id))
+        lease(&machine, 2, on: id)
         #expect(machine.leaseRequested() == .mustWait)
         _ = machine.streamClosed(id, result: ok(), retiresConnection: false)
         #expect(machine.leaseRequested() == .leased(id))
@@ -116,8 +120,7 @@ struct PoolStateMachineTests {
     @Test func loweredLimitStopsNewLeasesRaisedLimitGrantsWaiters() {
         var machine = pool()
         let id = connectReady(&machine, limit: 3)
-        #expect(machine.leaseRequested() == .leased(id))
-        #expect(machine.leaseRequested() == .leased(id))
+        lease(&machine, 2, on: id)
         #expect(machine.settingsReceived(id, maxConcurrentStreams: 1) == [])
         let waiter = machine.waiterAdded()
         #expect(machine.waiterSuspending(waiter) == .mustWait)
@@ -150,8 +153,7 @@ struct PoolStateMachineTests {
     @Test func goAwayRetiresDrainsAndForgetsTheConnection() {
         var machine = pool()
         let id = connectReady(&machine, limit: 10)
-        #expect(machine.leaseRequested() == .leased(id))
-        #expect(machine.leaseRequested() == .leased(id))
+        lease(&machine, 2, on: id)
         let actions = machine.goAwayReceived(id, lastStreamID: 1, errorCode: 0, debugData: #"{"reason":"Shutdown"}"#)
         #expect(actions == [.connectionRetired(id)])
         #expect(machine.goAwayDebugReason(id) == "Shutdown")
@@ -177,8 +179,7 @@ struct PoolStateMachineTests {
     @Test func retiringAnswerRetiresTheConnection() {
         var machine = pool()
         let id = connectReady(&machine)
-        #expect(machine.leaseRequested() == .leased(id))
-        #expect(machine.leaseRequested() == .leased(id))
+        lease(&machine, 2, on: id)
         let answer = HTTP2StreamResult.response(ProviderResponse(status: 403, reason: "UnrelatedKeyIdInToken"))
         #expect(machine.streamClosed(id, result: answer, retiresConnection: true).actions == [.connectionRetired(id)])
         #expect(machine.streamClosed(id, result: ok(), retiresConnection: false).actions == [.closeConnection(id)])
