@@ -2,8 +2,10 @@
 import PackageDescription
 
 // Dependencies point one way:
-//   PGPushCore ← PGPushAPNs / PGPushSimulator / PGPushStore ← PGPushDispatcher ← pgpush (PGPushCLI)
-// The core imports neither NIO nor PostgresNIO.
+//   PGPushCore ← PGPushTransport / PGPushSimulator / PGPushStore ← PGPushDispatcher ← pgpush (PGPushCLI)
+// The core imports neither NIO nor PostgresNIO. PGPushTransport is the provider-neutral HTTP/2 client
+// (connection, pool, stream dispatcher, TLS, credentials); its Providers/APNs and Providers/FCM folders
+// hold what is particular to each provider (request building, token rejection, the OAuth exchange).
 
 /// Every file in Migrations/, in order. A new migration is added here as well.
 let migrationFiles = [
@@ -31,7 +33,7 @@ let package = Package(
     products: [
         .executable(name: "pgpush", targets: ["PGPushCLI"]),
         .library(name: "PGPushCore", targets: ["PGPushCore"]),
-        .library(name: "PGPushAPNs", targets: ["PGPushAPNs"]),
+        .library(name: "PGPushTransport", targets: ["PGPushTransport"]),
         .library(name: "PGPushSimulator", targets: ["PGPushSimulator"]),
         .library(name: "PGPushStore", targets: ["PGPushStore"]),
         .library(name: "PGPushDispatcher", targets: ["PGPushDispatcher"]),
@@ -61,7 +63,7 @@ let package = Package(
             ]
         ),
         .target(
-            name: "PGPushAPNs",
+            name: "PGPushTransport",
             dependencies: [
                 "PGPushCore",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -112,7 +114,7 @@ let package = Package(
             name: "PGPushDispatcher",
             dependencies: [
                 "PGPushCore",
-                "PGPushAPNs",
+                "PGPushTransport",
                 "PGPushStore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -128,7 +130,7 @@ let package = Package(
             name: "PGPushCLI",
             dependencies: [
                 "PGPushCore",
-                "PGPushAPNs",
+                "PGPushTransport",
                 "PGPushSimulator",
                 "PGPushStore",
                 "PGPushDispatcher",
@@ -159,10 +161,12 @@ let package = Package(
             dependencies: ["PGPushCore", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
-            name: "PGPushAPNsTests",
+            name: "PGPushTransportTests",
             dependencies: [
-                "PGPushCore", "PGPushAPNs", "PGPushSimulator",
+                "PGPushCore", "PGPushTransport", "PGPushSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -180,7 +184,7 @@ let package = Package(
         .testTarget(
             name: "PGPushDispatcherTests",
             dependencies: [
-                "PGPushCore", "PGPushAPNs", "PGPushSimulator", "PGPushStore", "PGPushDispatcher", "PGPushTestSupport",
+                "PGPushCore", "PGPushTransport", "PGPushSimulator", "PGPushStore", "PGPushDispatcher", "PGPushTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

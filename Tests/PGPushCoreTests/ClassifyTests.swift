@@ -42,7 +42,7 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
     @Test(arguments: documented.indices)
     func everyDocumentedReason(index: Int) {
         let row = documented[index]
-        let response = APNsResponse(status: row.status, reason: row.reason, timestampMilliseconds: 1_700_000_000_123)
+        let response = ProviderResponse(status: row.status, reason: row.reason, timestampMilliseconds: 1_700_000_000_123)
         let result = classify(.response(response))
         #expect(result == row.expected, "\(row.status) \(row.reason)")
         #expect(result.reasonForRecord == row.reason)
@@ -55,7 +55,7 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
     }
 
     @Test func delivered() {
-        let result = classify(.response(APNsResponse(status: 200)))
+        let result = classify(.response(ProviderResponse(status: 200)))
         #expect(result == .delivered)
         #expect(result.reasonForRecord == nil)
         #expect(result.isFinal)
@@ -63,14 +63,14 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
 
     @Test func onlyProviderTokenUpdatesIsAStorm() {
         for row in documented {
-            let result = classify(.response(APNsResponse(status: row.status, reason: row.reason)))
+            let result = classify(.response(ProviderResponse(status: row.status, reason: row.reason)))
             #expect(result.isProviderTokenUpdateStorm == (row.reason == "TooManyProviderTokenUpdates"), "\(row.reason)")
         }
     }
 
     @Test func unknownReasonsFollowTheirStatusFamily() {
         func outcome(_ status: Int, _ reason: String?) -> DeliveryClass {
-            classify(.response(APNsResponse(status: status, reason: reason, timestampMilliseconds: 42)))
+            classify(.response(ProviderResponse(status: status, reason: reason, timestampMilliseconds: 42)))
         }
         #expect(outcome(400, "SomethingNew") == .permanentFailure(reason: "SomethingNew"))
         #expect(outcome(418, "Teapot") == .permanentFailure(reason: "Teapot"))
@@ -86,7 +86,7 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
     }
 
     @Test func noResponseIsRetriedWithStableReasons() {
-        let cases: [(APNsNoResponseReason, String, Bool)] = [
+        let cases: [(ProviderNoResponseReason, String, Bool)] = [
             (.goAwayNotProcessed(debugReason: nil), "GoAway", true),
             (.goAwayNotProcessed(debugReason: "Shutdown"), "GoAway", true),
             (.goAwayNotProcessed(debugReason: "SomethingNew"), "GoAway", true),
@@ -100,14 +100,14 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
             let result = classify(.noResponse(reason))
             #expect(result == .retryLater(reason: text, reconnect: reconnect), "\(reason)")
             #expect(!result.isFinal)
-            #expect(APNsOutcome.noResponse(reason).status == 0)
+            #expect(ProviderOutcome.noResponse(reason).status == 0)
         }
     }
 
     @Test func aTLSRejectionPausesTheAppWithItsReadableReason() {
         let reason = "TLSCertificateExpired: APNs refused the client certificate as expired"
         #expect(classify(.noResponse(.tlsRejected(reason: reason))) == .configurationError(reason: reason))
-        #expect(APNsOutcome.noResponse(.tlsRejected(reason: reason)).status == 0)
+        #expect(ProviderOutcome.noResponse(.tlsRejected(reason: reason)).status == 0)
     }
 
     @Test func goAwayCarryingAConfigurationReasonPausesTheApp() {
@@ -134,8 +134,8 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
 }
 
 @Suite struct TopicScopedClassifyTests {
-    static func topicDisallowed() -> APNsOutcome {
-        .response(APNsResponse(status: 400, reason: "TopicDisallowed"))
+    static func topicDisallowed() -> ProviderOutcome {
+        .response(ProviderResponse(status: 400, reason: "TopicDisallowed"))
     }
 
     @Test func topicDisallowedForASuffixedTopicFailsTheJobNotTheApp() {
@@ -146,7 +146,7 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
 
     @Test func topicDisallowedForTheAppsOwnTopicStillPausesTheApp() {
         #expect(classify(Self.topicDisallowed(), topic: "com.example.app", appTopic: "com.example.app") == .configurationError(reason: "TopicDisallowed"))
-        #expect(classify(.response(APNsResponse(status: 400, reason: "BadTopic")), topic: "com.example.app.voip", appTopic: "com.example.app")
+        #expect(classify(.response(ProviderResponse(status: 400, reason: "BadTopic")), topic: "com.example.app.voip", appTopic: "com.example.app")
             == .configurationError(reason: "BadTopic"))
     }
 }

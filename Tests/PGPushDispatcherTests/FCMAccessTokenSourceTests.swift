@@ -1,7 +1,7 @@
 import CryptoExtras
 import Foundation
 import Logging
-import PGPushAPNs
+import PGPushTransport
 import PGPushCore
 import PGPushDispatcher
 import PGPushSimulator
@@ -64,13 +64,13 @@ struct FCMAccessTokenSourceTests {
                 #expect(try await db.scalar("SELECT count(*) FROM push.provider_tokens WHERE expires_at > now()") == 1)
 
                 // FCM said 401: one refresh, with a new exchange.
-                await first.reportRejected(token, reason: APNsConnectionPool.unauthenticated)
+                await first.reportRejected(token, reason: ProviderResponse.unauthenticated)
                 #expect(!first.refreshDidNotHelp)
                 let fresh = try await first.currentToken()
                 #expect(fresh.jwt != token.jwt)
                 #expect(simulator.statistics.tokenExchanges[Self.clientEmail] == 2)
                 // The fresh token refused as well: refreshing does not help; the sender pauses the app.
-                await first.reportRejected(fresh, reason: APNsConnectionPool.unauthenticated)
+                await first.reportRejected(fresh, reason: ProviderResponse.unauthenticated)
                 #expect(first.refreshDidNotHelp)
                 #expect(!second.refreshDidNotHelp)
             }

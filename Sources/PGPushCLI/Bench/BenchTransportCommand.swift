@@ -2,11 +2,11 @@ import ArgumentParser
 import Foundation
 import Logging
 import NIOPosix
-import PGPushAPNs
+import PGPushTransport
 import PGPushCore
 import Synchronization
 
-/// `pgpush bench transport`: sends N notifications through an ``APNsConnectionPool`` and reports throughput,
+/// `pgpush bench transport`: sends N notifications through an ``HTTP2ConnectionPool`` and reports throughput,
 /// latency percentiles, outcomes by reason and peak memory. Bounded by `--count` and `--timeout`.
 struct BenchTransportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -86,12 +86,12 @@ struct BenchTransportCommand: AsyncParsableCommand {
         var logger = Logger(label: "pgpush.bench.transport")
         logger.logLevel = .warning
 
-        var configuration = APNsClientConfiguration(endpoint: try APNsEndpoint(url: endpoint))
+        var configuration = HTTP2ClientConfiguration(endpoint: try ProviderEndpoint(url: endpoint))
         configuration.additionalTrustRootsPEMFile = caFile
         configuration.connectionsPerPool = connections
         let group: MultiThreadedEventLoopGroup =
             eventLoopThreads.map { MultiThreadedEventLoopGroup(numberOfThreads: max(1, $0)) } ?? .singleton
-        let pool = try APNsConnectionPool(
+        let pool = try HTTP2ConnectionPool(
             configuration: configuration,
             credentials: try credentials(),
             eventLoopGroup: group,
@@ -154,7 +154,7 @@ struct BenchTransportCommand: AsyncParsableCommand {
         }
     }
 
-    private func credentials() throws -> APNsCredentials {
+    private func credentials() throws -> ProviderCredentials {
         if let certificate {
             var passphrase: String?
             if let name = certificatePasswordEnv {
@@ -204,7 +204,7 @@ final class TransportBenchPlan: Sendable {
 
     /// One caller: take the next index, send, record, until the count or the deadline is reached.
     /// One shared tally (not one per caller) keeps memory independent of the number of callers.
-    func work(pool: APNsConnectionPool, deadline: ContinuousClock.Instant) async {
+    func work(pool: HTTP2ConnectionPool, deadline: ContinuousClock.Instant) async {
         // Seeded once per caller: on Linux `UUID()` and the system generator cost a syscall per call, which
         // would be charged to the transport being measured.
         var system = SystemRandomNumberGenerator()
@@ -227,7 +227,7 @@ final class TransportBenchPlan: Sendable {
         }
     }
 
-    private static func label(_ outcome: APNsOutcome) -> String {
+    private static func label(_ outcome: ProviderOutcome) -> String {
         switch outcome {
         case .response(let response):
             return response.reason.map { "\(response.status) \($0)" } ?? "\(response.status)"

@@ -14,7 +14,7 @@
 /// | anything else | `.configurationError`: pgpush is not talking to APNs (a proxy, a wrong host) |
 ///
 /// A missing reason is recorded as `"HTTP<status>"`.
-public func classify(_ outcome: APNsOutcome) -> DeliveryClass {
+public func classify(_ outcome: ProviderOutcome) -> DeliveryClass {
     switch outcome {
     case .response(let response):
         return classifyResponse(response)
@@ -23,7 +23,7 @@ public func classify(_ outcome: APNsOutcome) -> DeliveryClass {
     }
 }
 
-private func classifyResponse(_ response: APNsResponse) -> DeliveryClass {
+private func classifyResponse(_ response: ProviderResponse) -> DeliveryClass {
     let status = response.status
     if status == 200 {
         return .delivered
@@ -52,7 +52,7 @@ private func classifyResponse(_ response: APNsResponse) -> DeliveryClass {
 /// `TopicDisallowed` for a suffixed topic (`.voip`, `.complication`, `.push-type.liveactivity`, …) means the
 /// credential does not cover that push type: the job fails, while the app's other jobs go on. For the app's
 /// own topic it stays a configuration error that pauses the app.
-public func classify(_ outcome: APNsOutcome, topic: String, appTopic: String) -> DeliveryClass {
+public func classify(_ outcome: ProviderOutcome, topic: String, appTopic: String) -> DeliveryClass {
     let classification = classify(outcome)
     if case .configurationError(let reason) = classification, reason == "TopicDisallowed", topic != appTopic {
         return .jobError(reason: reason)
@@ -70,7 +70,7 @@ public enum NoResponseReasonText {
     public static let connectFailed = "ConnectFailed"
 }
 
-private func classifyNoResponse(_ reason: APNsNoResponseReason) -> DeliveryClass {
+private func classifyNoResponse(_ reason: ProviderNoResponseReason) -> DeliveryClass {
     switch reason {
     case .goAwayNotProcessed(let debugReason):
         // GOAWAY debug data carries the same reasons as response bodies. A credential or topic error

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
-import PGPushAPNs
+import PGPushTransport
 import PGPushCore
 import PGPushStore
 import Synchronization
@@ -139,7 +139,7 @@ public actor AppRegistry {
     }
 
     /// Every pool this worker runs, for metrics.
-    public func activePools() -> [(appID: String, provider: String, pool: APNsConnectionPool)] {
+    public func activePools() -> [(appID: String, provider: String, pool: HTTP2ConnectionPool)] {
         senders.map { ($0.key.appID, $0.key.platform.provider, $0.value.pool) }
     }
 
@@ -169,12 +169,12 @@ public actor AppRegistry {
     /// The pool settings both providers share: the endpoint, the CA trusted besides the system's, the
     /// connections per app and the request deadline. `endpoint` is an override from `flag`, else `standard`.
     private func clientConfiguration(
-        override: String?, flag: String, standard: APNsEndpoint, caFile: String?
-    ) throws(PGPushError) -> APNsClientConfiguration {
-        var client = APNsClientConfiguration()
+        override: String?, flag: String, standard: ProviderEndpoint, caFile: String?
+    ) throws(PGPushError) -> HTTP2ClientConfiguration {
+        var client = HTTP2ClientConfiguration()
         if let override {
             do {
-                client.endpoint = try APNsEndpoint(url: override)
+                client.endpoint = try ProviderEndpoint(url: override)
             } catch {
                 throw PGPushError(.invalidConfiguration, "\(flag) \(override) is not a valid https URL")
             }
@@ -188,14 +188,16 @@ public actor AppRegistry {
     }
 
     /// A sender around a new pool, limited by the app's `rate_limit` if it has one (each provider gets its own
-    /// share); `provider` names it in the error a TLS setup failure gives.
+    /// share); `provider` names it in the pool's log lines and in the error a TLS setup failure gives.
     private func sender(
-        _ app: AppRecord, _ platform: DevicePlatform, client: APNsClientConfiguration, credentials: APNsCredentials,
+        _ app: AppRecord, _ platform: DevicePlatform, client: HTTP2ClientConfiguration, credentials: ProviderCredentials,
         projectQuota: RateLimiter? = nil, fcmTokens: SharedFCMAccessTokenSource?, provider: String
     ) throws(PGPushError) -> AppSender {
-        let pool: APNsConnectionPool
+        var client = client
+        client.provider = provider
+        let pool: HTTP2ConnectionPool
         do {
-            pool = try APNsConnectionPool(configuration: client, credentials: credentials, logger: logger)
+            pool = try HTTP2ConnectionPool(configuration: client, credentials: credentials, logger: logger)
         } catch let error as PGPushError {
             throw error
         } catch {
@@ -212,7 +214,7 @@ public actor AppRegistry {
             override: configuration.apnsEndpointOverride, flag: "--apns-endpoint",
             standard: .apple(APNsEnvironment(rawValue: app.environment) ?? .production), caFile: configuration.apnsCAFile)
 
-        let credentials: APNsCredentials
+        let credentials: ProviderCredentials
         if let keyPath = app.privateKeyPath, let teamID = app.teamID, let keyID = app.keyID {
             let pem = try resolver.read(keyPath, column: "private_key_path")
             let signer: ProviderTokenSigner
@@ -286,5 +288,5 @@ public actor AppRegistry {
                           fcmTokens: source, provider: "FCM")
     }
 
-    private static let fcmEndpoint = APNsEndpoint(host: "fcm.googleapis.com")
+    private static let fcmEndpoint = ProviderEndpoint(host: "fcm.googleapis.com")
 }

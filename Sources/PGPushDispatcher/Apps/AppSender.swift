@@ -1,4 +1,4 @@
-import PGPushAPNs
+import PGPushTransport
 import PGPushCore
 import PGPushStore
 
@@ -16,7 +16,7 @@ struct SenderKey: Hashable, Sendable {
 public struct AppSender: Sendable {
     public let app: AppRecord
     public let platform: DevicePlatform
-    public let pool: APNsConnectionPool
+    public let pool: HTTP2ConnectionPool
     /// This worker's share of the app's `rate_limit`, if it has one.
     public let rateLimiter: RateLimiter?
     /// For FCM: this worker's share of the Firebase project's quota, shared with every app of the project.

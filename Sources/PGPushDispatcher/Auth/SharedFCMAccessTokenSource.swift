@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import PGPushAPNs
+import PGPushTransport
 import PGPushCore
 import PGPushStore
 import Synchronization
@@ -59,7 +59,7 @@ public actor SharedFCMAccessTokenSource: ProviderTokenSource {
 
     public func reportRejected(_ token: ProviderToken, reason: String) async {
         // A 401 for a token already replaced (its request was in flight) says nothing about the current one.
-        guard reason == APNsConnectionPool.unauthenticated, token.jwt == cached?.jwt else { return }
+        guard reason == ProviderResponse.unauthenticated, token.jwt == cached?.jwt else { return }
         if token == fetchedAfterRejection {
             refusedAfterRefresh.withLock { $0 = true }
         }

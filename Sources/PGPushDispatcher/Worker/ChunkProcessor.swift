@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import PGPushAPNs
+import PGPushTransport
 import PGPushCore
 import PGPushStore
 import ServiceLifecycle
@@ -160,7 +160,7 @@ struct ChunkProcessor: Sendable {
     struct Answer: Sendable {
         var token: String
         var apnsID: UUID
-        var outcome: APNsOutcome
+        var outcome: ProviderOutcome
         var classification: DeliveryClass
         var sentAt: Date
         /// How long the provider asked us to wait before trying again (FCM's `Retry-After`).

@@ -1,5 +1,5 @@
 import Foundation
-import PGPushAPNs
+import PGPushTransport
 import PGPushCore
 import PGPushStore
 
@@ -55,7 +55,7 @@ struct ProviderRequests: Sendable {
     }
 
     /// The answer's class, and the wait the provider asked for before a retry.
-    func classify(_ outcome: APNsOutcome) -> (DeliveryClass, Duration?) {
+    func classify(_ outcome: ProviderOutcome) -> (DeliveryClass, Duration?) {
         switch kind {
         case .apns(let topic, let appTopic, _, _, _, _, _):
             return (PGPushCore.classify(outcome, topic: topic, appTopic: appTopic), nil)

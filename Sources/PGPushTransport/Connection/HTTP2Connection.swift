@@ -1,0 +1,131 @@
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import PGPushCore
+import Synchronization
+
+/// One TLS + HTTP/2 channel to a provider. It only moves bytes: the pool decides, through the connection's
+/// ``HTTP2ConnectionStateMachine``, when a stream may open and what a stream's end means.
+///
+/// Requests are queued and opened in batches on the event loop, one flush per batch: at tens of thousands
+/// of requests per second a flush per request would cost a TLS record and a write syscall each.
+final class HTTP2Connection: Sendable {
+    let id: Int
+    let channel: any Channel
+    private let dispatcher: NIOLoopBound<HTTP2StreamDispatcher>
+    private let submissions = Mutex(Submissions())
+
+    private struct Submissions {
+        var pending: [HTTP2PendingStream] = []
+        var drainScheduled = false
+    }
+
+    var eventLoop: any EventLoop { channel.eventLoop }
+
+    private init(id: Int, channel: any Channel, dispatcher: NIOLoopBound<HTTP2StreamDispatcher>) {
+        self.id = id
+        self.channel = channel
+        self.dispatcher = dispatcher
+    }
+
+    /// Opens TCP, then TLS (ALPN h2, full verification), then HTTP/2. Returns once TCP is up; the
+    /// handshake and the server's SETTINGS follow as events through `onEvent`.
+    static func connect(
+        id: Int,
+        endpoint: ProviderEndpoint,
+        sslContext: NIOSSLContext,
+        eventLoop: any EventLoop,
+        connectTimeout: Duration,
+        requestTimeout: TimeAmount,
+        onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
+    ) async throws -> HTTP2Connection {
+        // For an IP literal no SNI is sent and the certificate is checked against the IP SAN.
+        let serverHostname: String? = endpoint.hostIsIPAddress ? nil : endpoint.host
+        var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
+        connectionConfiguration.initialSettings = [
+            HTTP2Setting(parameter: .enablePush, value: 0),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
+        ]
+        // Request headers are built from values validated where they enter pgpush (hex tokens, checked topics
+        // and collapse ids), and of a response only :status and apns-id are read, leniently; re-validating
+        // every header block in both directions cost ~4 % of a request.
+        connectionConfiguration.headerBlockValidation = .disabled
+        let http2Configuration = connectionConfiguration
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(.nanoseconds(connectTimeout.nanosecondsInt64))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                    // No stream multiplexer: the dispatcher speaks frames (see HTTP2StreamDispatcher).
+                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: http2Configuration))
+                    let dispatcher = HTTP2StreamDispatcher(
+                        results: HTTP2DeferredResults(eventLoop: channel.eventLoop), onEvent: onEvent
+                    )
+                    try sync.addHandler(dispatcher)
+                    let interval = HTTP2StreamDispatcher.sweepInterval(forTimeout: requestTimeout)
+                    let boundDispatcher = NIOLoopBound(dispatcher, eventLoop: channel.eventLoop)
+                    let sweep = channel.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+                        boundDispatcher.value.sweepDeadlines(now: .now())
+                    }
+                    channel.closeFuture.whenComplete { _ in sweep.cancel() }
+                }
+            }
+        let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
+        let dispatcher = try await channel.eventLoop.submit {
+            NIOLoopBound(
+                try channel.pipeline.syncOperations.handler(type: HTTP2StreamDispatcher.self),
+                eventLoop: channel.eventLoop
+            )
+        }.get()
+        return HTTP2Connection(id: id, channel: channel, dispatcher: dispatcher)
+    }
+
+    /// Queues the request for the next batch; `onResult` runs on the event loop exactly once.
+    /// The caller has already reserved a stream slot.
+    func startStream(
+        headers: HPACKHeaders,
+        body: [UInt8],
+        timeout: TimeAmount,
+        maximumBodyBytes: Int,
+        keepsBody: Bool = false,
+        onResult: @escaping @Sendable (HTTP2StreamResult) -> Void
+    ) {
+        let pending = HTTP2PendingStream(
+            headers: headers, body: body, timeout: timeout, maximumBodyBytes: maximumBodyBytes, keepsBody: keepsBody,
+            onResult: onResult
+        )
+        let mustSchedule = submissions.withLock { submissions in
+            submissions.pending.append(pending)
+            defer { submissions.drainScheduled = true }
+            return !submissions.drainScheduled
+        }
+        if mustSchedule {
+            eventLoop.execute { self.openPendingStreams() }
+        }
+    }
+
+    private func openPendingStreams() {
+        let batch = submissions.withLock { submissions in
+            submissions.drainScheduled = false
+            defer { submissions.pending.removeAll(keepingCapacity: true) }
+            return submissions.pending
+        }
+        dispatcher.value.open(batch)
+    }
+
+    func sendPing(_ payload: UInt64) {
+        channel.writeAndFlush(
+            HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: payload), ack: false)),
+            promise: nil
+        )
+    }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+}

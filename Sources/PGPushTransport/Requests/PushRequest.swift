@@ -1,0 +1,16 @@
+import NIOHPACK
+import PGPushCore
+
+/// One HTTP/2 request a pool sends. The connection machinery is the same for every provider; what differs is
+/// how a request's header block and body are built (here), how it is authenticated (``ProviderCredentials``) and
+/// how its answer is classified (by the caller). The pool supplies `:authority` and the credential's
+/// `authorization` value. Each provider's requests live under `Providers/`.
+public protocol PushRequest: Sendable {
+    /// The request's header block.
+    func headers(authority: String, authorization: String?) -> HPACKHeaders
+    /// The exact bytes sent as the body.
+    var body: [UInt8] { get }
+    /// Whether an answer keeps its body's bytes: a provider whose errors say more than APNs' `reason`
+    /// (FCM's error object), or whose successes carry data (an OAuth token).
+    static var keepsResponseBody: Bool { get }
+}
