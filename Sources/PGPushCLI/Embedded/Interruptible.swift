@@ -20,11 +20,7 @@ func runInterruptibly<Result: Sendable>(
         source.resume()
         return source
     }
-    enum Ended: Sendable {
-        case finished(Swift.Result<Result, any Error>)
-        case interrupted
-    }
-    let (result, interrupted) = await withTaskGroup(of: Ended?.self) { group in
+    let (result, interrupted) = await withTaskGroup(of: InterruptibleEnd<Result>?.self) { group in
         group.addTask {
             do { return .finished(.success(try await body())) } catch { return .finished(.failure(error)) }
         }
@@ -52,6 +48,12 @@ func runInterruptibly<Result: Sendable>(
     for source in signals { source.cancel() }
     if interrupted, case .failure = result { throw Interrupted() }
     return try result.get()
+}
+
+/// How the body of ``runInterruptibly(_:cleanup:)`` or its signal watcher ended.
+private enum InterruptibleEnd<Value: Sendable>: Sendable {
+    case finished(Result<Value, any Error>)
+    case interrupted
 }
 
 /// The run was stopped by SIGINT or SIGTERM.
