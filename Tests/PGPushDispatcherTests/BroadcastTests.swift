@@ -145,7 +145,7 @@ extension EndToEndTests {
                 #expect(status == 0, "worker did not exit 0 after SIGTERM: \(first.log.suffix(800))")
                 #expect(ContinuousClock.now - signalled < .seconds(12))
                 // Nothing is left locked by the stopped worker: unsent tokens went back to the queue.
-                #expect(try await fleet.count("SELECT count(*) FROM push.chunks WHERE locked_by = 'first'") == 0)
+                #expect(try await fleet.count("SELECT count(*) FROM push.chunks WHERE locked_by LIKE 'first#%'") == 0)
                 #expect(try await fleet.count("SELECT count(*) FROM push.workers WHERE id = 'first'") == 0)
 
                 let second = try fleet.startWorker(id: "second")

@@ -25,7 +25,7 @@ extension EndToEndTests {
                     _ = try await fleet.waitUntil("SELECT delivered FROM push.jobs WHERE id = \(job)") { $0 >= 2000 }
                 }
                 #expect(took < .seconds(11), "the shutdown took \(took), beyond its grace period")
-                #expect(try await fleet.count("SELECT count(*) FROM push.chunks WHERE locked_by = 'first'") == 0,
+                #expect(try await fleet.count("SELECT count(*) FROM push.chunks WHERE locked_by LIKE 'first#%'") == 0,
                         "what was not sent went back to the queue")
                 #expect(try await fleet.count("SELECT count(*) FROM push.workers WHERE id = 'first'") == 0)
                 #expect(try await fleet.count("SELECT count(*) FROM push.leader_leases WHERE holder LIKE 'first%'") == 0,
@@ -66,7 +66,7 @@ extension EndToEndTests {
             try await Fleet.with { fleet in
                 try await fleet.createApp()
                 try await fleet.registerDevices(200)
-                _ = try await fleet.count("SELECT count(*) FROM (UPDATE push.apps SET paused_reason = 'maintenance window', paused_at = now() WHERE id = 'app' RETURNING 1) AS paused")
+                try await fleet.db.exec("UPDATE push.apps SET paused_reason = 'maintenance window', paused_at = now() WHERE id = 'app'")
                 let job = try await fleet.enqueue()
                 try await fleet.withWorker { running in
                     // Once the worker has turned its claim loop several times, it has had every chance to send.
@@ -77,7 +77,7 @@ extension EndToEndTests {
                     #expect(try await fleet.count("SELECT count(*) FROM push.deliveries WHERE job_id = \(job)") == 0)
                     #expect(running.worker.isReady)
 
-                    _ = try await fleet.count("SELECT count(*) FROM (UPDATE push.apps SET paused_reason = NULL, paused_at = NULL WHERE id = 'app' RETURNING 1) AS resumed")
+                    try await fleet.db.exec("UPDATE push.apps SET paused_reason = NULL, paused_at = NULL WHERE id = 'app'")
                     _ = try await fleet.waitUntil("SELECT count(*) FROM push.jobs WHERE id = \(job) AND state = 'done'") { $0 == 1 }
                 }
                 try await EndToEndTests.BroadcastTests.expectExactlyOnce(fleet, job: job, tokens: 200)
@@ -90,12 +90,13 @@ extension EndToEndTests {
                 try await fleet.registerDevices(5_000)
                 let job = try await fleet.enqueue()
                 try await fleet.withWorker(id: "loser") { _ in
-                    _ = try await fleet.waitUntil("SELECT count(*) FROM push.chunks WHERE job_id = \(job) AND locked_by = 'loser'") { $0 > 0 }
+                    _ = try await fleet.waitUntil("SELECT count(*) FROM push.chunks WHERE job_id = \(job) AND locked_by LIKE 'loser#%'") { $0 > 0 }
                     // Another worker took the chunks over (as after an expired lease): the loser's outcomes for them
                     // must not be written; the chunks come back to the queue when the thief's short lease runs out.
                     let stolen = try await fleet.count("""
-                        SELECT count(*) FROM (UPDATE push.chunks SET locked_by = 'thief', locked_until = now() + interval '3 seconds'
-                                               WHERE job_id = \(job) AND locked_by = 'loser' RETURNING 1) AS stolen
+                        WITH stolen AS (UPDATE push.chunks SET locked_by = 'thief#0', locked_until = now() + interval '3 seconds'
+                                         WHERE job_id = \(job) AND locked_by LIKE 'loser#%' RETURNING 1)
+                        SELECT count(*) FROM stolen
                         """)
                     #expect(stolen > 0)
                     _ = try await fleet.waitUntil("SELECT count(*) FROM push.jobs WHERE id = \(job) AND state = 'done'", timeout: .seconds(120)) { $0 == 1 }
