@@ -3,7 +3,9 @@ import PackageDescription
 
 // Dependencies point one way:
 //   PGPushCore ← PGPushAPNs / PGPushSimulator / PGPushStore ← PGPushDispatcher ← pgpush (PGPushCLI)
-// The core imports neither NIO nor PostgresNIO.
+//   PGPushStore ← PGPushDevelopment ← pgpush (PGPushCLI) and the tests
+// The core imports neither NIO nor PostgresNIO. PGPushDevelopment holds the development tools (throwaway
+// PostgreSQL and PgBouncer, the bench rig's statements); no production module links it.
 
 /// Every file in Migrations/, in order. A new migration is added here as well.
 let migrationFiles = [
@@ -106,7 +108,18 @@ let package = Package(
             ],
             // The SQL files of Migrations/ (symlinked here) are compiled into the binary, so `pgpush migrate`
             // needs nothing beside the executable.
+            // Migrations/current/ is a generated reading copy of the schema (scripts/current-schema), not a migration.
+            exclude: ["Migrations/current"],
             resources: migrationFiles.map { .embedInCode("Migrations/\($0)") }
+        ),
+        .target(
+            name: "PGPushDevelopment",
+            dependencies: [
+                "PGPushCore",
+                "PGPushStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(
             name: "PGPushDispatcher",
@@ -132,6 +145,7 @@ let package = Package(
                 "PGPushSimulator",
                 "PGPushStore",
                 "PGPushDispatcher",
+                "PGPushDevelopment",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -173,14 +187,16 @@ let package = Package(
         .testTarget(
             name: "PGPushStoreTests",
             dependencies: [
-                "PGPushCore", "PGPushStore", "PGPushTestSupport",
+                "PGPushCore", "PGPushStore", "PGPushDevelopment", "PGPushTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "PGPushDispatcherTests",
             dependencies: [
-                "PGPushCore", "PGPushAPNs", "PGPushSimulator", "PGPushStore", "PGPushDispatcher", "PGPushTestSupport",
+                "PGPushCore", "PGPushAPNs", "PGPushSimulator", "PGPushStore", "PGPushDispatcher", "PGPushDevelopment",
+                "PGPushTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -3,6 +3,7 @@ import CryptoExtras
 import Foundation
 import Logging
 import PGPushSimulator
+import PGPushDevelopment
 import PGPushStore
 import PostgresNIO
 
