@@ -3,9 +3,12 @@ import PackageDescription
 
 // Dependencies point one way:
 //   PGPushCore ← PGPushTransport / PGPushSimulator / PGPushStore ← PGPushDispatcher ← pgpush (PGPushCLI)
+//   PGPushStore ← PGPushDevelopment ← pgpush (PGPushCLI) and the tests
 // The core imports neither NIO nor PostgresNIO. PGPushTransport is the provider-neutral HTTP/2 client
 // (connection, pool, stream dispatcher, TLS, credentials); its Providers/APNs and Providers/FCM folders
 // hold what is particular to each provider (request building, token rejection, the OAuth exchange).
+// PGPushDevelopment holds the development tools (throwaway PostgreSQL and PgBouncer, the bench rig's
+// statements); no production module links it.
 
 /// Every file in Migrations/, in order. A new migration is added here as well.
 let migrationFiles = [
@@ -108,7 +111,18 @@ let package = Package(
             ],
             // The SQL files of Migrations/ (symlinked here) are compiled into the binary, so `pgpush migrate`
             // needs nothing beside the executable.
+            // Migrations/current/ is a generated reading copy of the schema (scripts/current-schema), not a migration.
+            exclude: ["Migrations/current"],
             resources: migrationFiles.map { .embedInCode("Migrations/\($0)") }
+        ),
+        .target(
+            name: "PGPushDevelopment",
+            dependencies: [
+                "PGPushCore",
+                "PGPushStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(
             name: "PGPushDispatcher",
@@ -134,6 +148,7 @@ let package = Package(
                 "PGPushSimulator",
                 "PGPushStore",
                 "PGPushDispatcher",
+                "PGPushDevelopment",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -177,14 +192,16 @@ let package = Package(
         .testTarget(
             name: "PGPushStoreTests",
             dependencies: [
-                "PGPushCore", "PGPushStore", "PGPushTestSupport",
+                "PGPushCore", "PGPushStore", "PGPushDevelopment", "PGPushTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "PGPushDispatcherTests",
             dependencies: [
-                "PGPushCore", "PGPushTransport", "PGPushSimulator", "PGPushStore", "PGPushDispatcher", "PGPushTestSupport",
+                "PGPushCore", "PGPushTransport", "PGPushSimulator", "PGPushStore", "PGPushDispatcher", "PGPushDevelopment",
+                "PGPushTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,4 +1,5 @@
 import Foundation
+import PGPushDevelopment
 import PGPushStore
 import PGPushTestSupport
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PGPushDevelopment
 import PGPushStore
 import PGPushTestSupport
 import PostgresNIO

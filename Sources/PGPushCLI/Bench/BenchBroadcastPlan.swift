@@ -1,4 +1,5 @@
 import Foundation
+import PGPushDevelopment
 import PGPushSimulator
 
 /// The steps of `pgpush bench broadcast`, separate from argument parsing.
@@ -31,7 +32,7 @@ struct BenchBroadcastPlan: Sendable {
         let final = try await rig.waitForJob(job, interval: .milliseconds(250), timeout: deadline - clock.now) {
             snapshot, seconds in printer?.show(snapshot, atSeconds: seconds)
         }
-        let jobSeconds = try await rig.jobDuration(job)
+        let jobSeconds = try await rig.database.jobDuration(job)
         let broadcastLedger = rig.ledger
         let broadcastWorkers = await rig.stopWorkers()
 
@@ -70,16 +71,11 @@ struct BenchBroadcastPlan: Sendable {
     private func oneTokenLatency(rig: BroadcastRig, index: Int, deadline: ContinuousClock.Instant) async throws -> Double {
         let token = "fe" + String(format: "%062x", index)
         let user = "latency-\(index)"
-        try await rig.query("INSERT INTO push.devices (app_id, token, user_id) VALUES (\(rig.appID), \(token), \(user))")
+        try await rig.database.registerDevice(appID: rig.appID, token: token, userID: user)
         let job = try await rig.enqueue(userIDs: [user])
         let limit = min(deadline, .now + .seconds(30))
         while ContinuousClock.now < limit {
-            let rows = try await rig.query("""
-                SELECT j.state, extract(epoch FROM l.enqueue_to_first_send)::float8
-                  FROM push.jobs j JOIN push.job_latency l ON l.job_id = j.id WHERE j.id = \(job)
-                """)
-            if let row = rows.first {
-                let (state, latency) = try row.decode((String, Double?).self)
+            if let (state, latency) = try await rig.database.stateAndLatency(job) {
                 if ["done", "failed", "cancelled"].contains(state) {
                     guard let latency else { throw EmbeddedError("latency job \(job) ended \(state) without a send") }
                     return latency

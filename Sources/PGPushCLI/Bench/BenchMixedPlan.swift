@@ -1,4 +1,5 @@
 import Foundation
+import PGPushDevelopment
 import PGPushSimulator
 
 /// The steps of `pgpush bench mixed`, separate from argument parsing.
@@ -30,7 +31,7 @@ struct BenchMixedPlan: Sendable {
         try await rig.registerTaggedDevices(count: devices, tags: [Self.tag])
         let users = (1...smallJobs).map { "u\($0)" }
         try await rig.registerUserDevices(count: smallJobs)
-        try await rig.query("ANALYZE push.devices")
+        try await rig.database.analyzeDevices()
         say("bench: \(devices) broadcast devices and \(smallJobs) small-job devices registered in "
             + String(format: "%.1f s", (clock.now - registering).seconds))
         try rig.startWorkers(workers)
@@ -46,7 +47,7 @@ struct BenchMixedPlan: Sendable {
         // Phase 2: the same broadcast again, and small jobs at --rate once it is sending.
         say("bench: phase 2, the broadcast with \(rate) small jobs/s for \(duration) s")
         let job = try await rig.enqueue(tags: [Self.tag], priority: broadcastPriority)
-        while try await !rig.hasSent(job) {
+        while try await !rig.database.hasSent(job) {
             guard clock.now < deadline else { throw EmbeddedError("broadcast \(job) sent nothing before the timeout") }
             try await rig.checkWorkersAlive()
             try await Task.sleep(for: .milliseconds(20))
@@ -59,14 +60,7 @@ struct BenchMixedPlan: Sendable {
         let states = try await rig.waitForJobs(paced.jobIDs, interval: .milliseconds(250), timeout: deadline - clock.now)
         let reports = await rig.stopWorkers()
 
-        let overlapRows = try await rig.query("""
-            SELECT count(*) FILTER (WHERE j.created_at < b.finished_at),
-                   count(*) FILTER (WHERE j.first_sent_at < b.finished_at)
-              FROM push.jobs j, push.jobs b
-             WHERE j.id = ANY(\(paced.jobIDs)) AND b.id = \(job)
-            """)
-        var overlap: (enqueued: Int64, sent: Int64) = (0, 0)
-        if let row = overlapRows.first { overlap = try row.decode((Int64, Int64).self) }
+        let overlap = try await rig.database.overlap(of: paced.jobIDs, withBroadcast: job)
         return BenchMixedReport(
             devices: devices, rate: rate, duration: duration, priority: priority, broadcastPriority: broadcastPriority,
             workers: workers,
@@ -76,7 +70,7 @@ struct BenchMixedPlan: Sendable {
             enqueueSeconds: paced.seconds,
             maximumEnqueueLagSeconds: paced.maximumLagSeconds,
             smallJobStates: states,
-            latencySeconds: try await rig.firstSendLatencies(paced.jobIDs),
+            latencySeconds: try await rig.database.firstSendLatencies(paced.jobIDs),
             enqueuedDuringBroadcast: Int(overlap.0),
             sentDuringBroadcast: Int(overlap.1),
             solo: solo,
@@ -98,6 +92,6 @@ struct BenchMixedPlan: Sendable {
             snapshot, seconds in printer?.show(snapshot, atSeconds: seconds)
         }
         return BenchMixedReport.Broadcast(
-            state: final.state, tokens: final.processed, seconds: try await rig.jobDuration(job))
+            state: final.state, tokens: final.processed, seconds: try await rig.database.jobDuration(job))
     }
 }

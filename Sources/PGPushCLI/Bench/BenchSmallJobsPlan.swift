@@ -1,4 +1,5 @@
 import Foundation
+import PGPushDevelopment
 import PGPushSimulator
 
 /// The steps of `pgpush bench small-jobs`, separate from argument parsing.
@@ -20,7 +21,7 @@ struct BenchSmallJobsPlan: Sendable {
         try await rig.setUp()
         let users = (1...jobs).map { "u\($0)" }
         try await rig.registerUserDevices(count: jobs)
-        try await rig.query("ANALYZE push.devices")
+        try await rig.database.analyzeDevices()
         say("bench: \(jobs) devices registered, one user each")
 
         try rig.startWorkers(workers)
@@ -43,10 +44,8 @@ struct BenchSmallJobsPlan: Sendable {
         let acceptedAfter = rig.ledger?.accepted
         let reports = await rig.stopWorkers()
 
-        let span = try await rig.query("""
-            SELECT extract(epoch FROM max(finished_at) - min(created_at))::float8 FROM push.jobs WHERE id = ANY(\(ids))
-            """).first?.decode(Double?.self)
-        let outcomes = try await rig.outcomeCounts(ids)
+        let span = try await rig.database.jobsSpan(ids)
+        let outcomes = try await rig.database.outcomeCounts(ids)
         let cpuAfter = reports.allSatisfy { $0.cpuSeconds != nil } ? reports.compactMap(\.cpuSeconds).reduce(0, +) : nil
         return BenchSmallJobsReport(
             jobs: ids.count,
@@ -56,7 +55,7 @@ struct BenchSmallJobsPlan: Sendable {
             simulatorLatency: rig.configuration.externalSimulator == nil ? simulatorLatency : nil,
             enqueueSeconds: enqueueSeconds,
             spanSeconds: span,
-            latencySeconds: try await rig.firstSendLatencies(ids),
+            latencySeconds: try await rig.database.firstSendLatencies(ids),
             states: states,
             outcomeRows: outcomes.rows,
             outcomeJobs: outcomes.jobs,

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PGPushDevelopment
 import PostgresNIO
 
 /// The producers of `pgpush bench small-jobs` and `pgpush bench mixed`: one-user jobs enqueued the way an
@@ -26,13 +27,8 @@ enum SmallJobProducers {
     private static func enqueueInOneTransaction(
         _ users: [String], priority: Int, appID: String, on connection: PostgresConnection, logger: Logger
     ) async throws -> [Int64] {
-        try await connection.query("BEGIN", logger: logger)
-        let ids = try await connection.query("""
-            SELECT push.enqueue(\(appID), \(BroadcastRig.payload)::jsonb, user_ids => ARRAY[u], priority => \(priority)::int)
-              FROM unnest(\(users)::text[]) u
-            """, logger: logger).collect().map { try $0.decode(Int64.self) }
-        try await connection.query("COMMIT", logger: logger)
-        return ids
+        try await RigStore(connection: connection, logger: logger).enqueueOnePerUser(
+            appID: appID, payload: BroadcastRig.payload, users: users, priority: priority)
     }
 
     /// What a paced run enqueued.
@@ -90,6 +86,7 @@ enum SmallJobProducers {
 
         /// Takes the next due job until the schedule is used up or over; returns the ids and the largest lag.
         func produce(on connection: PostgresConnection) async throws -> (ids: [Int64], lag: Double) {
+            let database = RigStore(connection: connection, logger: logger)
             var ids: [Int64] = []
             var lag = 0.0
             while let index = await tickets.next() {
@@ -98,11 +95,10 @@ enum SmallJobProducers {
                 let now = ContinuousClock.now
                 guard now < end else { break }
                 lag = max(lag, (now - due).seconds)
-                let rows = try await connection.query("""
-                    SELECT push.enqueue(\(appID), \(BroadcastRig.payload)::jsonb, user_ids => ARRAY[\(users[index])],
-                                        priority => \(priority)::int)
-                    """, logger: logger).collect()
-                if let row = rows.first { ids.append(try row.decode(Int64.self)) }
+                if let id = try await database.enqueue(
+                    appID: appID, payload: BroadcastRig.payload, user: users[index], priority: priority) {
+                    ids.append(id)
+                }
             }
             return (ids, lag)
         }

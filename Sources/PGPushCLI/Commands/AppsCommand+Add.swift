@@ -118,19 +118,12 @@ struct AppsAddCommand: AsyncParsableCommand {
                 if requireFiles { throw OperatorError(.failed, problem) }
                 printError("pgpush: warning: \(problem); the workers must be able to read it")
             }
-            do {
-                _ = try await withOperatorConnection(url, logger: logger) { connection in
-                    try await connection.run("""
-                        INSERT INTO push.apps (id, topic, environment, team_id, key_id, private_key_path,
-                                               certificate_path, certificate_password_env, rate_limit, fcm_project_id,
-                                               fcm_service_account_path)
-                        VALUES (\(app), \(topic), \(environment.rawValue), \(teamID), \(keyID), \(keyFile),
-                                \(certificate), \(certificatePasswordEnv), \(rateLimit), \(fcmProjectID), \(fcmServiceAccount))
-                        """, logger: logger)
-                }
-            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
-                throw OperatorError(.failed, "app \(app) already exists")
-            }
+            let registration = AppRegistration(
+                id: app, environment: environment.rawValue, topic: topic, teamID: teamID, keyID: keyID, keyPath: keyFile,
+                certificatePath: certificate, passwordEnv: certificatePasswordEnv, fcmProjectID: fcmProjectID,
+                fcmServiceAccount: fcmServiceAccount, rateLimit: rateLimit)
+            let added = try await withOperatorStore(url, logger: logger) { store in try await store.addApp(registration) }
+            guard added else { throw OperatorError(.failed, "app \(app) already exists") }
             var credentials: [String] = []
             if hasAPNs { credentials.append("APNs \(environment.rawValue), \(keyFile != nil ? "token" : "certificate") auth") }
             if let fcmProjectID { credentials.append("FCM project \(fcmProjectID)") }

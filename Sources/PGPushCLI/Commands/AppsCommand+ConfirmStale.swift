@@ -37,14 +37,11 @@ struct AppsConfirmStaleCommand: AsyncParsableCommand {
         let logger = logging.bootstrap(label: "pgpush.apps")
         let url = try database.resolve()
         try await reportingFailures {
-            let exists = try await withOperatorConnection(url, logger: logger) { connection in
-                try await connection.run("SELECT count(*) FROM push.apps WHERE id = \(app)", logger: logger)
+            let exists = try await withOperatorStore(url, logger: logger) { store in try await store.appExists(app) }
+            guard exists else { throw OperatorError(.notFound, "unknown app \(app)") }
+            let confirmed = try await withOperatorStore(url, logger: logger) { store in
+                try await store.confirmStaleAudience(app, note: note)
             }
-            guard try exists.first?.decode(Int64.self) == 1 else { throw OperatorError(.notFound, "unknown app \(app)") }
-            let rows = try await withOperatorConnection(url, logger: logger) { connection in
-                try await connection.run("SELECT push.confirm_stale_audience(\(app), \(note))", logger: logger)
-            }
-            let confirmed = try rows.first?.decode(Int64.self) ?? 0
             print("pgpush: \(app): \(confirmed) BadDeviceToken report(s) confirmed for pruning; the valve's window restarts (audited)")
         }
     }

@@ -35,10 +35,9 @@ struct AppsGrantCommand: AsyncParsableCommand {
         let url = try database.resolve()
         try await reportingFailures {
             try await AppGrants.checkExists(role: role, app: app, url: url, logger: logger)
-            let rows = try await withOperatorConnection(url, logger: logger) { connection in
-                try await connection.run("SELECT push.grant_app(\(role), \(app))", logger: logger)
+            let added = try await withOperatorStore(url, logger: logger) { store in
+                try await store.grantApp(role: role, appID: app)
             }
-            let added = try rows.first?.decode(Bool.self) ?? false
             print("pgpush: \(role) may use \(app)" + (added ? " (granted, audited)" : " (already granted)"))
         }
     }
@@ -71,16 +70,13 @@ struct AppsRevokeCommand: AsyncParsableCommand {
         let logger = logging.bootstrap(label: "pgpush.apps")
         let url = try database.resolve()
         try await reportingFailures {
-            let rows = try await withOperatorConnection(url, logger: logger) { connection in
-                try await connection.run("SELECT push.revoke_app(\(role), \(app))", logger: logger)
+            let removed = try await withOperatorStore(url, logger: logger) { store in
+                try await store.revokeApp(role: role, appID: app)
             }
-            let removed = try rows.first?.decode(Bool.self) ?? false
             print("pgpush: \(role) " + (removed ? "may no longer use \(app) (revoked, audited)" : "had no grant for \(app)"))
             if removed {
-                let left = try await withOperatorConnection(url, logger: logger) { connection in
-                    try await connection.run("SELECT count(*) FROM push.app_grants WHERE role_name = \(role)", logger: logger)
-                }
-                if try left.first?.decode(Int64.self) == 0 {
+                let left = try await withOperatorStore(url, logger: logger) { store in try await store.grantCount(role: role) }
+                if left == 0 {
                     print("pgpush: \(role) has no grants left: its role's access to every app applies again")
                 }
             }
@@ -91,12 +87,9 @@ struct AppsRevokeCommand: AsyncParsableCommand {
 enum AppGrants {
     /// Turns an unknown role or app into the CLI's "not found" exit code, with a message naming which.
     static func checkExists(role: String, app: String, url: DatabaseURL, logger: Logger) async throws {
-        let rows = try await withOperatorConnection(url, logger: logger) { connection in
-            try await connection.run("""
-                SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = \(role)), EXISTS (SELECT 1 FROM push.apps WHERE id = \(app))
-                """, logger: logger)
+        let (roleExists, appExists) = try await withOperatorStore(url, logger: logger) { store in
+            try await store.roleAndAppExist(role: role, appID: app)
         }
-        let (roleExists, appExists) = try rows.first?.decode((Bool, Bool).self) ?? (false, false)
         guard roleExists else { throw OperatorError(.notFound, "unknown role \(role): create the login first (CREATE ROLE \(role) LOGIN IN ROLE pgpush_producer)") }
         guard appExists else { throw OperatorError(.notFound, "unknown app \(app)") }
     }

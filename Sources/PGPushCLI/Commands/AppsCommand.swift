@@ -48,39 +48,11 @@ struct AppsListCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON.")
     var json = false
 
-    struct Row {
-        var id, environment: String
-        var topic, teamID, keyID, keyPath, certificatePath, passwordEnv, fcmProjectID, fcmServiceAccount: String?
-        var rateLimit: Int32?
-        var pausedReason: String?
-        var pausedAt: Date?
-        var createdAt: Date
-
-        var auth: String? { keyPath != nil ? "token" : certificatePath != nil ? "certificate" : nil }
-    }
-
     func run() async throws {
         let logger = logging.bootstrap(label: "pgpush.apps")
         let url = try database.resolve()
         try await reportingFailures {
-            let rows = try await withOperatorConnection(url, logger: logger) { connection in
-                try await connection.run("""
-                    SELECT id, topic, environment, team_id, key_id, private_key_path, certificate_path,
-                           certificate_password_env, rate_limit, paused_reason, paused_at, created_at,
-                           fcm_project_id, fcm_service_account_path
-                      FROM push.apps ORDER BY id
-                    """, logger: logger)
-            }
-            let apps = try rows.map { row in
-                let (id, topic, environment, team, key, keyPath, certificate, passwordEnv, rate, reason, pausedAt, created,
-                     fcmProject, fcmAccount) = try row.decode(
-                    (String, String?, String, String?, String?, String?, String?, String?, Int32?, String?, Date?, Date,
-                     String?, String?).self)
-                return Row(
-                    id: id, environment: environment, topic: topic, teamID: team, keyID: key, keyPath: keyPath,
-                    certificatePath: certificate, passwordEnv: passwordEnv, fcmProjectID: fcmProject,
-                    fcmServiceAccount: fcmAccount, rateLimit: rate, pausedReason: reason, pausedAt: pausedAt, createdAt: created)
-            }
+            let apps = try await withOperatorStore(url, logger: logger) { store in try await store.listApps() }
             if json {
                 try printJSON(apps.map { app -> [String: Any] in
                     [
@@ -143,13 +115,10 @@ struct AppsPauseCommand: AsyncParsableCommand {
         let logger = logging.bootstrap(label: "pgpush.apps")
         let url = try database.resolve()
         try await reportingFailures {
-            let rows = try await withOperatorConnection(url, logger: logger) { connection in
-                try await connection.run("""
-                    UPDATE push.apps SET paused_reason = \(reason), paused_at = now(), updated_at = now()
-                     WHERE id = \(app) RETURNING id
-                    """, logger: logger)
+            let paused = try await withOperatorStore(url, logger: logger) { store in
+                try await store.pauseApp(app, reason: reason)
             }
-            guard !rows.isEmpty else { throw OperatorError(.notFound, "unknown app \(app)") }
+            guard paused else { throw OperatorError(.notFound, "unknown app \(app)") }
             print("pgpush: paused \(app): \(reason)")
         }
     }
@@ -179,18 +148,14 @@ struct AppsResumeCommand: AsyncParsableCommand {
         let logger = logging.bootstrap(label: "pgpush.apps")
         let url = try database.resolve()
         try await reportingFailures {
-            let rows = try await withOperatorConnection(url, logger: logger) { connection in
-                // The old row's state comes from a self-join: RETURNING sees only the new values.
-                try await connection.run("""
-                    UPDATE push.apps a SET paused_reason = NULL, paused_at = NULL, updated_at = now()
-                      FROM push.apps old
-                     WHERE a.id = \(app) AND old.id = a.id
-                    RETURNING old.paused_reason IS NOT NULL
-                    """, logger: logger)
-            }
-            guard let row = rows.first else { throw OperatorError(.notFound, "unknown app \(app)") }
-            let wasPaused = try row.decode(Bool.self)
+            let resumed = try await withOperatorStore(url, logger: logger) { store in try await store.resumeApp(app) }
+            guard let wasPaused = resumed else { throw OperatorError(.notFound, "unknown app \(app)") }
             print(wasPaused ? "pgpush: resumed \(app)" : "pgpush: \(app) was not paused")
         }
     }
+}
+
+extension AppListing {
+    /// The APNs credential kind, or `nil` for an app without APNs.
+    var auth: String? { keyPath != nil ? "token" : certificatePath != nil ? "certificate" : nil }
 }

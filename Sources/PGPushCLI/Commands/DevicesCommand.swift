@@ -66,9 +66,11 @@ struct DevicesImportCommand: AsyncParsableCommand {
                 throw OperatorError(.failed, "\(file) is not UTF-8 text")
             }
             let parsed = try DeviceFile.parse(text, format: format ?? (file == "-" ? .lines : .guess(path: file)), platform: platform)
-            let result = try await withOperatorConnection(url, logger: logger) { connection in
-                try await DeviceImport(appID: app, file: parsed).run(on: connection, logger: logger)
+            let imported = try await withOperatorStore(url, logger: logger) { store in
+                try await store.importDevices(
+                    appID: app, records: parsed.records, replaceUserIDs: parsed.hasUserIDs, replaceTags: parsed.hasTags)
             }
+            guard let result = imported else { throw OperatorError(.notFound, "unknown app \(app)") }
             if json {
                 try printJSON([
                     "app_id": app, "imported": result.inserted + result.updated, "inserted": result.inserted,
@@ -79,66 +81,6 @@ struct DevicesImportCommand: AsyncParsableCommand {
                 print("pgpush: imported \(result.inserted + result.updated) devices into \(app): \(result.inserted) new, "
                     + "\(result.updated) updated" + (merged > 0 ? " (\(merged) repeated tokens merged)" : ""))
             }
-        }
-    }
-}
-
-/// Loads parsed device records with COPY into a temporary table, then upserts them in the same transaction.
-struct DeviceImport {
-    var appID: String
-    var file: DeviceFile
-
-    struct Result: Sendable {
-        var inserted: Int64
-        var updated: Int64
-    }
-
-    /// Rows per COPY data message batch.
-    static let batchBytes = 1 << 20
-
-    func run(on connection: PostgresConnection, logger: Logger) async throws -> Result {
-        try await connection.withTransaction(logger: logger) { connection in
-            guard try await !connection.run("SELECT 1 FROM push.apps WHERE id = \(appID) FOR SHARE", logger: logger).isEmpty else {
-                throw OperatorError(.notFound, "unknown app \(appID)")
-            }
-            guard !file.records.isEmpty else { return Result(inserted: 0, updated: 0) }
-            try await connection.run("""
-                CREATE TEMPORARY TABLE pgpush_device_import (line integer, token text, user_id text, tags text, platform text)
-                ON COMMIT DROP
-                """, logger: logger)
-            let records = file.records
-            try await connection.copyFrom(
-                table: "pgpush_device_import", columns: ["line", "token", "user_id", "tags", "platform"], logger: logger
-            ) { writer in
-                var chunk = ""
-                for record in records {
-                    // Tags travel as a JSON array: no array-literal quoting rules to get wrong.
-                    let tags = String(decoding: try JSONSerialization.data(withJSONObject: record.tags), as: UTF8.self)
-                    chunk += CopyText.row([String(record.line), record.token, record.userID, tags, record.platform.rawValue])
-                    if chunk.utf8.count >= Self.batchBytes {
-                        try await writer.write(ByteBuffer(string: chunk))
-                        chunk = ""
-                    }
-                }
-                if !chunk.isEmpty { try await writer.write(ByteBuffer(string: chunk)) }
-            }
-            let rows = try await connection.run("""
-                WITH upserted AS (
-                    INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform)
-                    SELECT DISTINCT ON (i.token) \(appID)::text, i.token, i.user_id,
-                           ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), now(), i.platform
-                      FROM pgpush_device_import i
-                     ORDER BY i.token, i.line DESC
-                    ON CONFLICT (app_id, token) DO UPDATE
-                       SET user_id = CASE WHEN \(file.hasUserIDs) THEN EXCLUDED.user_id ELSE d.user_id END,
-                           tags = CASE WHEN \(file.hasTags) THEN EXCLUDED.tags ELSE d.tags END,
-                           registered_at = EXCLUDED.registered_at, platform = EXCLUDED.platform
-                    RETURNING (xmax = 0) AS inserted
-                )
-                SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM upserted
-                """, logger: logger)
-            let (inserted, updated) = try rows[0].decode((Int64, Int64).self)
-            return Result(inserted: inserted, updated: updated)
         }
     }
 }

@@ -1,27 +1,8 @@
 import Foundation
-import Logging
-import PostgresNIO
+import PGPushStore
 
-/// The arguments of one `push.enqueue` call, from command-line options or a job file.
-struct EnqueueRequest {
-    var appID: String
-    /// The APNs payload as JSON text; the server parses and validates it. `nil` for an Android-only app.
-    var payload: String?
-    var pushType: String?
-    var apnsPriority: Int32?
-    var tokens: [String]?
-    var userIDs: [String]?
-    var tags: [String]?
-    var sendAt: Date?
-    var expiresAt: Date?
-    /// Seconds after `send_at` (or now) at which the notification expires; used when `expiresAt` is nil.
-    var ttlSeconds: Double?
-    var collapseID: String?
-    var idempotencyKey: String?
-    var priority: Int32?
-    /// The Android message (FCM's message fields without the target) as JSON text.
-    var fcm: String? = nil
-
+/// Reading a job file into `push.enqueue`'s arguments.
+extension EnqueueRequest {
     /// The keys a job file may contain: `push.enqueue`'s parameter names.
     static let fileKeys: Set<String> = [
         "app_id", "payload", "push_type", "apns_priority", "tokens", "user_ids", "tags", "send_at", "expires_at",
@@ -79,31 +60,5 @@ struct EnqueueRequest {
             sendAt: try date("send_at"), expiresAt: try date("expires_at"), ttlSeconds: nil,
             collapseID: try string("collapse_id"), idempotencyKey: try string("idempotency_key"),
             priority: try integer("priority"), fcm: fcm)
-    }
-
-    /// Calls `push.enqueue` with every value bound as a parameter; NULLs take the function's defaults (the
-    /// validation trigger fills them in). Returns the job id.
-    func enqueue(on connection: PostgresConnection, logger: Logger) async throws -> Int64 {
-        let rows = try await connection.query("""
-            SELECT push.enqueue(
-                app_id => \(appID)::text,
-                payload => \(payload)::jsonb,
-                push_type => \(pushType)::text,
-                apns_priority => \(apnsPriority)::integer,
-                tokens => \(tokens)::text[],
-                user_ids => \(userIDs)::text[],
-                tags => \(tags)::text[],
-                send_at => \(sendAt)::timestamptz,
-                expires_at => coalesce(\(expiresAt)::timestamptz,
-                                       coalesce(\(sendAt)::timestamptz, now()) + make_interval(secs => \(ttlSeconds)::double precision)),
-                collapse_id => \(collapseID)::text,
-                idempotency_key => \(idempotencyKey)::text,
-                priority => \(priority)::integer,
-                fcm => \(fcm)::jsonb)
-            """, logger: logger).collect()
-        guard let id = try rows.first?.decode(Int64.self) else {
-            throw OperatorError(.failed, "push.enqueue returned no job id")
-        }
-        return id
     }
 }

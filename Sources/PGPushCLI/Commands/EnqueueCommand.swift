@@ -131,10 +131,13 @@ struct EnqueueCommand: AsyncParsableCommand {
         let url = try database.resolve()
         try await reportingFailures {
             let request = try makeRequest()
-            try await withOperatorConnection(url, logger: logger) { connection in
+            try await withOperatorStore(url, logger: logger) { store in
                 let jobID: Int64
                 do {
-                    jobID = try await request.enqueue(on: connection, logger: logger)
+                    guard let id = try await store.enqueue(request) else {
+                        throw OperatorError(.failed, "push.enqueue returned no job id")
+                    }
+                    jobID = id
                 } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23503" {
                     // push.validate_job raises foreign_key_violation for an unknown app_id.
                     throw OperatorError(.notFound, describeDatabaseError(error))
@@ -149,8 +152,8 @@ struct EnqueueCommand: AsyncParsableCommand {
                 let watcher = JobWatcher(
                     jobID: jobID, interval: .seconds(fromOption: interval),
                     timeout: timeout.map(Duration.seconds(fromOption:)),
-                    output: JobWatcher.defaultOutput(json: json), logger: logger)
-                try await watcher.watch(on: connection)
+                    output: JobWatcher.defaultOutput(json: json))
+                try await watcher.watch(on: store)
             }
         }
     }

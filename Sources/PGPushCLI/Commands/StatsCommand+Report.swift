@@ -1,80 +1,21 @@
 import Foundation
-import Logging
-import PostgresNIO
+import PGPushStore
 
 /// What `pgpush stats` shows, read from the statistics views.
 struct StatsReport: Sendable {
-    struct Outcome: Sendable {
-        var day: String
-        var appID: String
-        var status: Int16
-        var reason: String?
-        var count: Int64
-        /// ios (APNs) or android (FCM).
-        var platform: String
-    }
-
-    struct Backlog: Sendable {
-        var appID: String
-        var tokens: Int64
-        var oldestQueuedAt: Date?
-        var oldestAgeSeconds: Double?
-    }
-
-    struct Job: Sendable {
-        var jobID: Int64
-        var appID: String
-        var state: String
-        var total: Int64?
-        var delivered: Int64
-        var failed: Int64
-        var pruned: Int64
-        var pending: Int64
-        var createdAt: Date
-        var finishedAt: Date?
-    }
+    typealias Outcome = DeliveryStat
+    typealias Backlog = QueueBacklog
+    typealias Job = JobProgress
 
     var deliveries: [Outcome] = []
     var backlog: [Backlog] = []
     var jobs: [Job] = []
 
-    static func load(
-        on connection: PostgresConnection, app: String?, since: Date, jobLimit: Int, logger: Logger
-    ) async throws -> StatsReport {
-        var report = StatsReport()
-        let deliveries = try await connection.query("""
-            SELECT day::text, app_id, status, reason, count, platform FROM push.delivery_stats
-             WHERE day >= (\(since)::timestamptz AT TIME ZONE 'UTC')::date
-               AND (\(app)::text IS NULL OR app_id = \(app)::text)
-             ORDER BY day DESC, app_id, platform, count DESC, status, reason
-            """, logger: logger).collect()
-        for row in deliveries {
-            let (day, appID, status, reason, count, platform) = try row.decode((String, String, Int16, String?, Int64, String).self)
-            report.deliveries.append(Outcome(day: day, appID: appID, status: status, reason: reason, count: count, platform: platform))
-        }
-        let backlog = try await connection.query("""
-            SELECT app_id, backlog_tokens, oldest_queued_at, oldest_age_seconds FROM push.queue_backlog
-             WHERE \(app)::text IS NULL OR app_id = \(app)::text
-             ORDER BY app_id
-            """, logger: logger).collect()
-        for row in backlog {
-            let (appID, tokens, oldest, age) = try row.decode((String, Int64?, Date?, Double?).self)
-            report.backlog.append(Backlog(appID: appID, tokens: tokens ?? 0, oldestQueuedAt: oldest, oldestAgeSeconds: age))
-        }
-        let jobs = try await connection.query("""
-            SELECT job_id, app_id, state, total, delivered, failed, pruned, pending, created_at, finished_at
-              FROM push.job_progress
-             WHERE \(app)::text IS NULL OR app_id = \(app)::text
-             ORDER BY job_id DESC LIMIT \(jobLimit)
-            """, logger: logger).collect()
-        for row in jobs {
-            let (id, appID, state, total, delivered, failed, pruned, pending, created, finished) =
-                try row.decode((Int64, String, String, Int64?, Int64, Int64, Int64, Int64, Date, Date?).self)
-            report.jobs.append(Job(
-                jobID: id, appID: appID, state: state, total: total, delivered: delivered, failed: failed,
-                pruned: pruned, pending: pending, createdAt: created, finishedAt: finished))
-        }
-        return report
+    static func load(from store: OperatorStore, app: String?, since: Date, jobLimit: Int) async throws -> StatsReport {
+        StatsReport(
+            deliveries: try await store.deliveryStats(app: app, since: since),
+            backlog: try await store.queueBacklog(app: app),
+            jobs: try await store.recentJobs(app: app, limit: jobLimit))
     }
 
     var json: [String: Any] {

@@ -60,11 +60,11 @@ struct StatsCommand: AsyncParsableCommand {
         let url = try database.resolve()
         try await reportingFailures {
             let start = Self.parseSince(since, now: Date()) ?? Date()
-            let report = try await withOperatorConnection(url, logger: logger) { connection in
-                if let app, try await connection.run("SELECT 1 FROM push.apps WHERE id = \(app)", logger: logger).isEmpty {
+            let report = try await withOperatorStore(url, logger: logger) { store in
+                if let app, try await !store.appExists(app) {
                     throw OperatorError(.notFound, "unknown app \(app)")
                 }
-                return try await StatsReport.load(on: connection, app: app, since: start, jobLimit: Self.recentJobs, logger: logger)
+                return try await StatsReport.load(from: store, app: app, since: start, jobLimit: Self.recentJobs)
             }
             if json {
                 try printJSON(report.json)

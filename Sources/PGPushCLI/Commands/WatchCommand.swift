@@ -54,9 +54,9 @@ struct WatchCommand: AsyncParsableCommand {
         try await reportingFailures {
             let watcher = JobWatcher(
                 jobID: job, interval: .seconds(fromOption: interval), timeout: timeout.map(Duration.seconds(fromOption:)),
-                output: JobWatcher.defaultOutput(json: json), logger: logger)
-            try await withOperatorConnection(url, logger: logger) { connection in
-                try await watcher.watch(on: connection)
+                output: JobWatcher.defaultOutput(json: json))
+            try await withOperatorStore(url, logger: logger) { store in
+                try await watcher.watch(on: store)
             }
         }
     }

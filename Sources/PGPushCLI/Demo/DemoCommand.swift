@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PGPushDevelopment
 
 /// `pgpush demo`: the whole pipeline on one machine with one command.
 struct DemoCommand: AsyncParsableCommand {
@@ -121,7 +122,7 @@ struct DemoPlan: Sendable {
         let reports = await rig.stopWorkers()
         return DemoSummary(
             job: final,
-            jobSeconds: try await rig.jobDuration(job),
+            jobSeconds: try await rig.database.jobDuration(job),
             outcomes: try await rig.deliveryOutcomes(),
             devices: devices,
             ledger: rig.ledger,

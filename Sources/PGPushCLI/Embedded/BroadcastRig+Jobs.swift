@@ -1,5 +1,5 @@
 import Foundation
-import PostgresNIO
+import PGPushDevelopment
 
 /// Many small jobs on one rig: `pgpush bench small-jobs` and `pgpush bench mixed`.
 extension BroadcastRig {
@@ -7,19 +7,13 @@ extension BroadcastRig {
     /// Tokens start with `5a`, so they never collide with the broadcast devices (`00…`) or the warm-up ones (`fe…`).
     func registerUserDevices(count: Int, userPrefix: String = "u") async throws {
         guard count > 0 else { return }
-        try await query("""
-            INSERT INTO push.devices (app_id, token, user_id)
-            SELECT \(appID), '5a' || lpad(to_hex(g), 62, '0'), \(userPrefix) || g FROM generate_series(1, \(count)) g
-            """)
+        try await database.registerUserDevices(appID: appID, count: count, userPrefix: userPrefix)
     }
 
     /// Registers `count` live devices carrying `tags` and no user id, in one statement.
     func registerTaggedDevices(count: Int, tags: [String]) async throws {
         guard count > 0 else { return }
-        try await query("""
-            INSERT INTO push.devices (app_id, token, tags)
-            SELECT \(appID), lpad(to_hex(g), 64, '0'), \(tags)::text[] FROM generate_series(1, \(count)) g
-            """)
+        try await database.registerTaggedDevices(appID: appID, count: count, tags: tags)
     }
 
     /// Waits until every running worker has registered in `push.workers`, then sends one one-token job per
@@ -28,8 +22,7 @@ extension BroadcastRig {
     func warmUpWorkers(timeout: Duration) async throws {
         let ids = workerIDs
         let deadline = ContinuousClock.now + timeout
-        while try await query("SELECT count(*) FROM push.workers WHERE id = ANY(\(ids))").first?.decode(Int64.self) ?? 0
-                < ids.count {
+        while try await database.registeredWorkers(ids) < ids.count {
             guard ContinuousClock.now < deadline else {
                 throw EmbeddedError("workers did not register within \(timeout); worker log:\n\(workerLogTail())")
             }
@@ -39,22 +32,13 @@ extension BroadcastRig {
         // A fresh prefix per call, so a second warm-up (or a second run on a shared database) registers new devices.
         let round = UUID().uuidString.prefix(8).lowercased()
         let users = ids.indices.map { "warmup-\(round)-\($0 + 1)" }
-        try await query("""
-            INSERT INTO push.devices (app_id, token, user_id)
-            SELECT \(appID), 'fe' || \(round) || lpad(to_hex(g), 54, '0'), (\(users)::text[])[g]
-              FROM generate_series(1, \(users.count)) g
-            """)
+        try await database.registerWarmUpDevices(appID: appID, round: String(round), users: users)
         var jobs: [Int64] = []
         for user in users { jobs.append(try await enqueue(userIDs: [user])) }
         let states = try await waitForJobs(jobs, interval: .milliseconds(20), timeout: deadline - .now)
         guard states.keys.allSatisfy({ $0 == "done" }) else {
             throw EmbeddedError("warm-up jobs ended \(states); worker log:\n\(workerLogTail())")
         }
-    }
-
-    /// How many of `jobs` are in each state.
-    func jobStates(_ jobs: [Int64]) async throws -> [String: Int] {
-        try Self.stateCounts(try await query("SELECT state, count(*) FROM push.jobs WHERE id = ANY(\(jobs)) GROUP BY state"))
     }
 
     /// How many of `jobs` (all of this rig's app) are still queued or running, per state. Read through the
@@ -65,22 +49,7 @@ extension BroadcastRig {
     func unfinishedJobStates(_ jobs: [Int64]) async throws -> [String: Int] {
         let (first, last) = (jobs.min() ?? 0, jobs.max() ?? -1)
         let listed = last - first + 1 == Int64(Set(jobs).count) ? [] : jobs
-        return try Self.stateCounts(try await query("""
-            SELECT state, count(*) FROM push.jobs
-             WHERE app_id = \(appID) AND state IN ('queued', 'running') AND id BETWEEN \(first) AND \(last)
-               AND (cardinality(\(listed)::int8[]) = 0 OR id = ANY(\(listed)::int8[]))
-             GROUP BY state
-            """))
-    }
-
-    /// Rows of `state, count(*)` as a dictionary.
-    private static func stateCounts(_ rows: [PostgresRow]) throws -> [String: Int] {
-        var states: [String: Int] = [:]
-        for row in rows {
-            let (state, count) = try row.decode((String, Int64).self)
-            states[state] = Int(count)
-        }
-        return states
+        return try await database.unfinishedJobStates(appID: appID, first: first, last: last, listed: listed)
     }
 
     /// Polls the jobs every `interval` until none is queued or running and returns their final states; throws
@@ -94,7 +63,7 @@ extension BroadcastRig {
         while true {
             var states = try await unfinishedJobStates(jobs)
             let unfinished = states.values.reduce(0, +)
-            if unfinished == 0 { return try await jobStates(jobs) }
+            if unfinished == 0 { return try await database.jobStates(jobs) }
             states["ended"] = jobs.count - unfinished
             observe(states)
             guard ContinuousClock.now < deadline else {
@@ -111,28 +80,5 @@ extension BroadcastRig {
         let order = ["queued", "running", "ended", "done", "failed", "cancelled"]
         return states.sorted { (order.firstIndex(of: $0.key) ?? 9, $0.key) < (order.firstIndex(of: $1.key) ?? 9, $1.key) }
             .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-    }
-
-    /// Enqueue→first send (`push.job_latency`) of each of `jobs` that sent something, in seconds.
-    func firstSendLatencies(_ jobs: [Int64]) async throws -> [Double] {
-        try await query("""
-            SELECT extract(epoch FROM enqueue_to_first_send)::float8 FROM push.job_latency
-             WHERE job_id = ANY(\(jobs)) AND enqueue_to_first_send IS NOT NULL
-            """).map { try $0.decode(Double.self) }
-    }
-
-    /// Rows of `push.deliveries` for `jobs`, and how many distinct jobs they belong to.
-    func outcomeCounts(_ jobs: [Int64]) async throws -> (rows: Int, jobs: Int) {
-        let rows = try await query("""
-            SELECT count(*), count(DISTINCT job_id) FROM push.deliveries WHERE job_id = ANY(\(jobs))
-            """)
-        guard let row = rows.first else { return (0, 0) }
-        let (count, distinct) = try row.decode((Int64, Int64).self)
-        return (Int(count), Int(distinct))
-    }
-
-    /// The job's first send time is known: a worker has written its first outcomes.
-    func hasSent(_ job: Int64) async throws -> Bool {
-        try await query("SELECT first_sent_at IS NOT NULL FROM push.jobs WHERE id = \(job)").first?.decode(Bool.self) ?? false
     }
 }

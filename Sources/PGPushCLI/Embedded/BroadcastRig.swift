@@ -3,6 +3,7 @@ import CryptoExtras
 import Foundation
 import Logging
 import PGPushSimulator
+import PGPushDevelopment
 import PGPushStore
 import PostgresNIO
 
@@ -115,10 +116,10 @@ final class BroadcastRig: @unchecked Sendable {
             endpoint = "https://127.0.0.1:\(port)"
             caFile = simulator.caCertificatePath
         }
-        try await run("""
-            INSERT INTO push.apps (id, topic, environment, team_id, key_id, private_key_path)
-            VALUES (\(appID), 'com.example.pgpush-demo', 'production', \(teamID), \(keyID), \(keyPath))
-            """)
+        let app = AppRegistration(
+            id: appID, environment: "production", topic: "com.example.pgpush-demo", teamID: teamID, keyID: keyID,
+            keyPath: keyPath, certificatePath: nil, passwordEnv: nil, fcmProjectID: nil, fcmServiceAccount: nil, rateLimit: nil)
+        guard try await operatorStore.addApp(app) else { throw EmbeddedError("app \(appID) exists already") }
         if configuration.withAndroid { try await setUpFCM() }
     }
 
@@ -152,9 +153,7 @@ final class BroadcastRig: @unchecked Sendable {
         guard FileManager.default.createFile(
             atPath: path, contents: try JSONSerialization.data(withJSONObject: account), attributes: [.posixPermissions: 0o600])
         else { throw EmbeddedError("cannot write the service account to \(path)") }
-        try await run("""
-            UPDATE push.apps SET fcm_project_id = \(projectID), fcm_service_account_path = \(path) WHERE id = \(appID)
-            """)
+        try await database.setFCMCredential(appID: appID, projectID: projectID, serviceAccountPath: path)
     }
 
     /// The .p8 key the workers sign with: the external one, or a new P-256 key written to the rig's directory.
@@ -170,29 +169,12 @@ final class BroadcastRig: @unchecked Sendable {
         return (path, "PGPDEMOTM1", "PGPDEMOKY1", key.publicKey)
     }
 
-    /// Registers the devices in one statement each kind: live tokens are 64 hex digits, dead ones start with
-    /// `dead` (registered 30 days ago, so the simulator's 410 timestamp of yesterday prunes them), bad ones `bad0`.
+    /// Registers the devices in one statement each kind (``RigStore/registerDevices(appID:ios:android:dead:bad:)``).
     func registerDevices(_ devices: Devices) async throws {
-        try await run("""
-            INSERT INTO push.devices (app_id, token)
-            SELECT \(appID), lpad(to_hex(g), 64, '0') FROM generate_series(1, \(devices.live - devices.android)) g
-            """)
-        // Android registration tokens look like FCM's: an instance id, a colon, and a long opaque part.
-        try await run("""
-            INSERT INTO push.devices (app_id, token, platform)
-            SELECT \(appID), 'fcm' || lpad(to_hex(g), 19, '0') || ':APA91b' || md5(g::text) || md5((g + 1)::text), 'android'
-              FROM generate_series(1, \(devices.android)) g
-            """)
-        try await run("""
-            INSERT INTO push.devices (app_id, token, registered_at)
-            SELECT \(appID), 'dead' || lpad(to_hex(g), 60, '0'), now() - interval '30 days'
-              FROM generate_series(1, \(devices.dead)) g
-            """)
-        try await run("""
-            INSERT INTO push.devices (app_id, token)
-            SELECT \(appID), 'bad0' || lpad(to_hex(g), 60, '0') FROM generate_series(1, \(devices.bad)) g
-            """)
-        try await run("ANALYZE push.devices")
+        let database = try database
+        try await database.registerDevices(
+            appID: appID, ios: devices.live - devices.android, android: devices.android, dead: devices.dead, bad: devices.bad)
+        try await database.analyzeDevices()
     }
 
     /// The notification every rig job sends.
@@ -201,12 +183,9 @@ final class BroadcastRig: @unchecked Sendable {
     /// Enqueues a broadcast to every device of the app (or to those of `userIDs`, or those with all of `tags`)
     /// and returns the job id.
     func enqueue(userIDs: [String]? = nil, tags: [String]? = nil, priority: Int = 0) async throws -> Int64 {
-        let rows = try await query("""
-            SELECT push.enqueue(\(appID), \(Self.payload)::jsonb, user_ids => \(userIDs), tags => \(tags),
-                                priority => \(priority)::int)
-            """)
-        guard let row = rows.first else { throw EmbeddedError("push.enqueue returned nothing") }
-        return try row.decode(Int64.self)
+        guard let job = try await database.enqueue(appID: appID, payload: Self.payload, userIDs: userIDs, tags: tags, priority: priority)
+        else { throw EmbeddedError("push.enqueue returned nothing") }
+        return job
     }
 
     /// Starts `count` worker processes against the rig's database and simulator.
@@ -298,7 +277,7 @@ final class BroadcastRig: @unchecked Sendable {
         cluster?.stop()
         if configuration.databaseURL != nil, let connection = try? await reconnectForCleanup() {
             // On the caller's database, remove what the run created so repeated runs do not pile up devices.
-            _ = try? await connection.query("DELETE FROM push.devices WHERE app_id = \(appID)", logger: logger).collect()
+            try? await RigStore(connection: connection, logger: logger).deleteDevices(appID: appID)
             try? await connection.close()
         }
         try? FileManager.default.removeItem(atPath: directory)
@@ -327,13 +306,18 @@ final class BroadcastRig: @unchecked Sendable {
         return (simulator.ledger.acceptedCount, simulator.ledger.duplicates.count)
     }
 
-    @discardableResult
-    func query(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        guard let connection = lock.withLock({ self.connection }) else { throw EmbeddedError("not connected") }
-        return try await connection.query(query, logger: logger).collect()
+    /// The rig's own statements, on its connection (after ``setUp()``).
+    var database: RigStore {
+        get throws { RigStore(connection: try rigConnection(), logger: logger) }
     }
 
-    private func run(_ statement: PostgresQuery) async throws {
-        try await query(statement)
+    /// The operator's statements (adding the app, a job's progress), on the rig's connection.
+    var operatorStore: OperatorStore {
+        get throws { OperatorStore(connection: try rigConnection(), logger: logger) }
+    }
+
+    private func rigConnection() throws -> PostgresConnection {
+        guard let connection = lock.withLock({ self.connection }) else { throw EmbeddedError("not connected") }
+        return connection
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PGPushStore
 
 /// One observation of a job's progress, as `push.job_progress` reports it.
 struct JobSnapshot: Equatable, Sendable {
@@ -24,6 +25,22 @@ struct JobSnapshot: Equatable, Sendable {
             "job_id": jobID, "app_id": appID, "state": state, "total": jsonValue(total),
             "delivered": delivered, "failed": failed, "pruned": pruned, "pending": pending, "expired": expired,
         ]
+    }
+}
+
+extension JobSnapshot {
+    /// The store's row of `push.job_progress`; with `byPlatform`, the delivered counts per platform too (only
+    /// the platforms that delivered something).
+    init(_ progress: JobProgress, byPlatform: Bool = false) {
+        self.init(
+            jobID: progress.jobID, appID: progress.appID, state: progress.state, total: progress.total,
+            delivered: progress.delivered, failed: progress.failed, pruned: progress.pruned, pending: progress.pending,
+            expired: progress.expired)
+        guard byPlatform else { return }
+        var split: [String: Int64] = [:]
+        if let ios = progress.iosDelivered, ios > 0 { split["ios"] = ios }
+        if let android = progress.androidDelivered, android > 0 { split["android"] = android }
+        deliveredByPlatform = split
     }
 }
 

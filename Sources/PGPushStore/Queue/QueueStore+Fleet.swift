@@ -34,16 +34,11 @@ extension QueueStore {
         return apps
     }
 
-    /// Pauses an app with a readable reason; its jobs wait until `paused_reason` is cleared.
-    /// Returns `true` if this call paused it (it was active).
+    /// Pauses an app with a readable reason; its jobs wait until `paused_reason` is cleared. An app paused
+    /// already (by an operator, say) keeps its reason. Returns `true` if this call paused it (it was active).
     @discardableResult
     public func pauseApp(_ appID: String, reason: String) async throws -> Bool {
-        let rows = try await run("""
-            UPDATE push.apps SET paused_reason = \(reason), paused_at = now(), updated_at = now()
-             WHERE id = \(appID) AND paused_reason IS NULL
-            RETURNING id
-            """)
-        return !rows.isEmpty
+        try await !run(AppStatements.pause(appID, reason: reason, replacingReason: false)).isEmpty
     }
 
     /// Sends a notification on `channel` (a listener's self-test; producers' notifications come from triggers).

@@ -24,15 +24,6 @@ enum DeviceFileFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
 
 extension DevicePlatform: ExpressibleByArgument {}
 
-/// One device to import, with the line of the file it came from (for error messages).
-struct DeviceRecord: Equatable, Sendable {
-    var line: Int
-    var token: String
-    var userID: String?
-    var tags: [String]
-    var platform: DevicePlatform = .ios
-}
-
 /// A parsed device file: its records and which optional columns it has (a column the file does not have
 /// leaves the stored value alone on re-import).
 struct DeviceFile: Sendable {
@@ -208,28 +199,5 @@ enum CSVReader {
             records.append((recordLine, fields))
         }
         return records
-    }
-}
-
-/// PostgreSQL COPY text format: `\N` is NULL; backslash, tab, line feed and carriage return are escaped.
-enum CopyText {
-    static func field(_ value: String?) -> String {
-        guard let value else { return "\\N" }
-        var escaped = ""
-        escaped.reserveCapacity(value.utf8.count)
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\\": escaped += "\\\\"
-            case "\t": escaped += "\\t"
-            case "\n": escaped += "\\n"
-            case "\r": escaped += "\\r"
-            default: escaped.unicodeScalars.append(scalar)
-            }
-        }
-        return escaped
-    }
-
-    static func row(_ values: [String?]) -> String {
-        values.map(field).joined(separator: "\t") + "\n"
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
-import Logging
-import PostgresNIO
+import PGPushStore
 
 /// Polls `push.job_progress` until a job ends, printing progress as it goes (shared by `watch` and
 /// `enqueue --wait`).
@@ -22,21 +21,20 @@ struct JobWatcher {
     var interval: Duration
     var timeout: Duration?
     var output: Output
-    var logger: Logger
 
     static func defaultOutput(json: Bool) -> Output {
         if json { return .json }
         return isatty(STDOUT_FILENO) != 0 ? .live : .lines
     }
 
-    func watch(on connection: PostgresConnection) async throws {
+    func watch(on store: OperatorStore) async throws {
         let clock = ContinuousClock()
         let start = clock.now
         var progress = ProgressLine()
         var lastPrinted: String?
         // Bounded by the timeout when one is given; otherwise by the job ending (the operator can ^C).
         while true {
-            guard let snapshot = try await fetch(on: connection) else {
+            guard let snapshot = try await store.jobProgress(jobID).map({ JobSnapshot($0) }) else {
                 throw OperatorError(.notFound, "unknown job \(jobID)")
             }
             let elapsed = clock.now - start
@@ -86,19 +84,6 @@ struct JobWatcher {
         }
     }
 
-    private func fetch(on connection: PostgresConnection) async throws -> JobSnapshot? {
-        // Collected, not iterated with an early return: the connection must read the whole result.
-        let rows = try await connection.query("""
-            SELECT job_id, app_id, state, total, delivered, failed, pruned, pending, expired
-              FROM push.job_progress WHERE job_id = \(jobID)
-            """, logger: logger).collect()
-        guard let row = rows.first else { return nil }
-        let (id, app, state, total, delivered, failed, pruned, pending, expired) =
-            try row.decode((Int64, String, String, Int64?, Int64, Int64, Int64, Int64, Int64).self)
-        return JobSnapshot(
-            jobID: id, appID: app, state: state, total: total, delivered: delivered, failed: failed,
-            pruned: pruned, pending: pending, expired: expired)
-    }
 }
 
 extension Duration {

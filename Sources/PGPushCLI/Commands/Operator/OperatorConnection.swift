@@ -27,11 +27,14 @@ func withOperatorConnection<Result: Sendable>(
     }
 }
 
-extension PostgresConnection {
-    /// Runs one statement and collects its rows, so that a server error surfaces here.
-    @discardableResult
-    func run(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
-        try await self.query(query, logger: logger).collect()
+/// ``withOperatorConnection(_:logger:_:)`` with the connection's statements: the store's operator methods.
+func withOperatorStore<Result: Sendable>(
+    _ url: DatabaseURL,
+    logger: Logger,
+    _ body: (OperatorStore) async throws -> Result
+) async throws -> Result {
+    try await withOperatorConnection(url, logger: logger) { connection in
+        try await body(OperatorStore(connection: connection, logger: logger))
     }
 }
 

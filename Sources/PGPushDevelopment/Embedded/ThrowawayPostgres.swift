@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// A throwaway PostgreSQL cluster in a temporary directory, for `pgpush demo`, `pgpush bench broadcast` and the
-/// tests that stop and start a server of their own.
+/// tests that stop and start a server of their own. A development tool: no production module links it.
 ///
 /// Same recipe as `scripts/pg-env.sh`: `initdb` with trust authentication, a free loopback port, the Unix socket
 /// inside the cluster directory, durability switched off (the data is thrown away). `initdb` and `postgres`

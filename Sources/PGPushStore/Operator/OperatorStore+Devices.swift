@@ -1,0 +1,105 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// One device of an import file, with the line it came from (the last line of a repeated token wins).
+public struct DeviceRecord: Equatable, Sendable {
+    public var line: Int
+    public var token: String
+    public var userID: String?
+    public var tags: [String]
+    public var platform: DevicePlatform
+
+    public init(line: Int, token: String, userID: String?, tags: [String], platform: DevicePlatform = .ios) {
+        self.line = line
+        self.token = token
+        self.userID = userID
+        self.tags = tags
+        self.platform = platform
+    }
+}
+
+/// What an import changed.
+public struct DeviceImportResult: Sendable {
+    public var inserted: Int64
+    public var updated: Int64
+}
+
+extension OperatorStore {
+    /// Bytes of COPY data per message.
+    static let importBatchBytes = 1 << 20
+
+    /// Loads the records with COPY into a temporary table, then upserts them in the same transaction, which
+    /// holds the app's row against deletion. An existing device keeps its user id and tags unless the file has
+    /// that column (`replaceUserIDs`, `replaceTags`). `nil` for an unknown app.
+    public func importDevices(
+        appID: String, records: [DeviceRecord], replaceUserIDs: Bool, replaceTags: Bool
+    ) async throws -> DeviceImportResult? {
+        let logger = self.logger
+        return try await connection.withTransaction(logger: logger) { connection in
+            let store = OperatorStore(connection: connection, logger: logger)
+            guard try await !store.run("SELECT 1 FROM push.apps WHERE id = \(appID) FOR SHARE").isEmpty else { return nil }
+            guard !records.isEmpty else { return DeviceImportResult(inserted: 0, updated: 0) }
+            try await store.run("""
+                CREATE TEMPORARY TABLE pgpush_device_import (line integer, token text, user_id text, tags text, platform text)
+                ON COMMIT DROP
+                """)
+            try await connection.copyFrom(
+                table: "pgpush_device_import", columns: ["line", "token", "user_id", "tags", "platform"], logger: logger
+            ) { writer in
+                var chunk = ""
+                for record in records {
+                    // Tags travel as a JSON array: no array-literal quoting rules to get wrong.
+                    let tags = String(decoding: try JSONSerialization.data(withJSONObject: record.tags), as: UTF8.self)
+                    chunk += CopyText.row([String(record.line), record.token, record.userID, tags, record.platform.rawValue])
+                    if chunk.utf8.count >= Self.importBatchBytes {
+                        try await writer.write(ByteBuffer(string: chunk))
+                        chunk = ""
+                    }
+                }
+                if !chunk.isEmpty { try await writer.write(ByteBuffer(string: chunk)) }
+            }
+            let rows = try await store.run("""
+                WITH upserted AS (
+                    INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform)
+                    SELECT DISTINCT ON (i.token) \(appID)::text, i.token, i.user_id,
+                           ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), now(), i.platform
+                      FROM pgpush_device_import i
+                     ORDER BY i.token, i.line DESC
+                    ON CONFLICT (app_id, token) DO UPDATE
+                       SET user_id = CASE WHEN \(replaceUserIDs) THEN EXCLUDED.user_id ELSE d.user_id END,
+                           tags = CASE WHEN \(replaceTags) THEN EXCLUDED.tags ELSE d.tags END,
+                           registered_at = EXCLUDED.registered_at, platform = EXCLUDED.platform
+                    RETURNING (xmax = 0) AS inserted
+                )
+                SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM upserted
+                """)
+            let (inserted, updated) = try rows[0].decode((Int64, Int64).self)
+            return DeviceImportResult(inserted: inserted, updated: updated)
+        }
+    }
+}
+
+/// PostgreSQL COPY text format: `\N` is NULL; backslash, tab, line feed and carriage return are escaped.
+enum CopyText {
+    static func field(_ value: String?) -> String {
+        guard let value else { return "\\N" }
+        var escaped = ""
+        escaped.reserveCapacity(value.utf8.count)
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\\": escaped += "\\\\"
+            case "\t": escaped += "\\t"
+            case "\n": escaped += "\\n"
+            case "\r": escaped += "\\r"
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
+    static func row(_ values: [String?]) -> String {
+        values.map(field).joined(separator: "\t") + "\n"
+    }
+}

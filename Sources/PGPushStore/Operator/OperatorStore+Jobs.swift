@@ -1,0 +1,121 @@
+import Foundation
+import PostgresNIO
+
+/// The arguments of one `push.enqueue` call. NULLs take the function's defaults (the validation trigger fills
+/// them in).
+public struct EnqueueRequest: Sendable {
+    public var appID: String
+    /// The APNs payload as JSON text; the server parses and validates it. `nil` for an Android-only app.
+    public var payload: String?
+    public var pushType: String?
+    public var apnsPriority: Int32?
+    public var tokens: [String]?
+    public var userIDs: [String]?
+    public var tags: [String]?
+    public var sendAt: Date?
+    public var expiresAt: Date?
+    /// Seconds after `send_at` (or now) at which the notification expires; used when `expiresAt` is nil.
+    public var ttlSeconds: Double?
+    public var collapseID: String?
+    public var idempotencyKey: String?
+    public var priority: Int32?
+    /// The Android message (FCM's message fields without the target) as JSON text.
+    public var fcm: String?
+
+    public init(
+        appID: String, payload: String?, pushType: String?, apnsPriority: Int32?, tokens: [String]?, userIDs: [String]?,
+        tags: [String]?, sendAt: Date?, expiresAt: Date?, ttlSeconds: Double?, collapseID: String?,
+        idempotencyKey: String?, priority: Int32?, fcm: String? = nil
+    ) {
+        self.appID = appID
+        self.payload = payload
+        self.pushType = pushType
+        self.apnsPriority = apnsPriority
+        self.tokens = tokens
+        self.userIDs = userIDs
+        self.tags = tags
+        self.sendAt = sendAt
+        self.expiresAt = expiresAt
+        self.ttlSeconds = ttlSeconds
+        self.collapseID = collapseID
+        self.idempotencyKey = idempotencyKey
+        self.priority = priority
+        self.fcm = fcm
+    }
+}
+
+/// One row of `push.job_progress`: a job's counters and times.
+public struct JobProgress: Sendable {
+    public var jobID: Int64
+    public var appID: String
+    public var state: String
+    public var total: Int64?
+    public var delivered: Int64
+    public var failed: Int64
+    public var pruned: Int64
+    public var pending: Int64
+    public var expired: Int64
+    /// Delivered per platform, from the job's own counters.
+    public var iosDelivered: Int64?
+    public var androidDelivered: Int64?
+    public var createdAt: Date
+    public var finishedAt: Date?
+}
+
+extension OperatorStore {
+    /// Calls `push.enqueue` with every value bound as a parameter and returns the job id. An unknown app is
+    /// PostgreSQL's foreign_key_violation (23503), raised by `push.validate_job`.
+    public func enqueue(_ request: EnqueueRequest) async throws -> Int64? {
+        let r = request
+        let rows = try await run("""
+            SELECT push.enqueue(
+                app_id => \(r.appID)::text,
+                payload => \(r.payload)::jsonb,
+                push_type => \(r.pushType)::text,
+                apns_priority => \(r.apnsPriority)::integer,
+                tokens => \(r.tokens)::text[],
+                user_ids => \(r.userIDs)::text[],
+                tags => \(r.tags)::text[],
+                send_at => \(r.sendAt)::timestamptz,
+                expires_at => coalesce(\(r.expiresAt)::timestamptz,
+                                       coalesce(\(r.sendAt)::timestamptz, now()) + make_interval(secs => \(r.ttlSeconds)::double precision)),
+                collapse_id => \(r.collapseID)::text,
+                idempotency_key => \(r.idempotencyKey)::text,
+                priority => \(r.priority)::integer,
+                fcm => \(r.fcm)::jsonb)
+            """)
+        return try rows.first?.decode(Int64.self)
+    }
+
+    /// The job's row of `push.job_progress`, or `nil` for an unknown job.
+    public func jobProgress(_ jobID: Int64) async throws -> JobProgress? {
+        try await run("""
+            SELECT job_id, app_id, state, total, delivered, failed, pruned, pending, expired, ios_delivered,
+                   android_delivered, created_at, finished_at
+              FROM push.job_progress WHERE job_id = \(jobID)
+            """).first.map(JobProgress.init(row:))
+    }
+
+    /// The newest `limit` jobs of the app (of every app for `nil`), newest first.
+    public func recentJobs(app: String?, limit: Int) async throws -> [JobProgress] {
+        try await run("""
+            SELECT job_id, app_id, state, total, delivered, failed, pruned, pending, expired, ios_delivered,
+                   android_delivered, created_at, finished_at
+              FROM push.job_progress
+             WHERE \(app)::text IS NULL OR app_id = \(app)::text
+             ORDER BY job_id DESC LIMIT \(limit)
+            """).map(JobProgress.init(row:))
+    }
+}
+
+extension JobProgress {
+    /// A row of the columns that ``OperatorStore/jobProgress(_:)`` selects, in its order.
+    init(row: PostgresRow) throws {
+        let (id, app, state, total, delivered, failed, pruned, pending, expired, ios, android, created, finished) =
+            try row.decode((Int64, String, String, Int64?, Int64, Int64, Int64, Int64, Int64, Int64?, Int64?, Date, Date?).self)
+        self.init(
+            jobID: id, appID: app, state: state, total: total, delivered: delivered, failed: failed, pruned: pruned,
+            pending: pending, expired: expired, iosDelivered: ios, androidDelivered: android, createdAt: created,
+            finishedAt: finished)
+    }
+}
