@@ -14,7 +14,7 @@ extension QueueStore {
 }
 
 /// The worker's SQL against the real schema: expansion, claim order, guarded completion, leases, cancel.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct QueueStoreTests {
     static func store(_ db: TestDatabase, worker: String = "w1") -> QueueStore {
         QueueStore(client: db.client, workerID: worker, logger: db.logger)

@@ -8,7 +8,7 @@ import Testing
 
 /// The SQL behind the notification scheduler: batch expansion of small jobs, claims sized in notifications,
 /// per-app allowances, process-owned leases and group-committed completions.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct SchedulerQueueTests {
     static func store(_ db: TestDatabase, worker: String = "w1") -> QueueStore {
         QueueStore(client: db.client, workerID: worker, logger: db.logger)
@@ -323,7 +323,7 @@ struct SchedulerQueueTests {
     }
 }
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.database, .timeLimit(.minutes(2)))
 struct RetentionTests {
     @Test func maintenanceRemovesOnlyWhatIsOlderThanTheRetentionInSmallBatches() async throws {
         try await TestDatabase.with { db in
@@ -376,7 +376,7 @@ struct RetentionTests {
     }
 }
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.database, .timeLimit(.minutes(2)))
 struct HeartbeatTests {
     @Test func aHeartbeatDoesNotWaitForAChunkRowAWriteHoldsAndStillBeatsTheRegistry() async throws {
         try await TestDatabase.with { db in

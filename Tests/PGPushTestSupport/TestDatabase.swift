@@ -17,7 +17,9 @@ public struct TestDatabase: Sendable {
     /// The admin URL of the throwaway cluster.
     public static func clusterURL() throws -> DatabaseURL {
         guard let raw = ProcessInfo.processInfo.environment["PGPUSH_TEST_DATABASE_URL"] else {
-            throw PGPushError(.invalidConfiguration, "PGPUSH_TEST_DATABASE_URL is not set: run the tests with scripts/test")
+            throw PGPushError(.invalidConfiguration, TestTier.isFull
+                ? "PGPUSH_TEST_DATABASE_URL is not set: run the tests with scripts/test"
+                : "this test needs PostgreSQL but is in the fast tier: give it (or its suite) the .database trait")
         }
         var url = try DatabaseURL(raw)
         url.sslMode = .disable
