@@ -168,7 +168,9 @@ extension EndToEndTests {
                 try await fleet.createApp()
                 try await fleet.registerDevices(300)
                 let job = try await fleet.enqueue(", expires_at => now() + interval '1 second'")
-                try await Task.sleep(for: .seconds(2))
+                try await Self.waitUntil(timeout: .seconds(10)) {
+                    try await fleet.count("SELECT count(*) FROM push.jobs WHERE id = \(job) AND expires_at < now()") == 1
+                }
                 let worker = try fleet.startWorker()
                 #expect(try await fleet.waitForJob(job, timeout: .seconds(60)) == "failed")
                 await worker.stop()
