@@ -144,7 +144,7 @@ struct AudienceTests {
                 },
                 answered: 4, readTokens: tokens.count))
             try await store.complete(ChunkCompletion(chunk: claimed[1], readTokens: 10))
-            try await Task.sleep(for: .milliseconds(400))
+            try await db.waitUntil("SELECT count(*) FROM push.chunks WHERE id = \(held.id) AND locked_until >= now()")
             let report = try await Self.store(db, worker: "leader").maintain(deadWorkerAfter: .seconds(60))
             #expect(report.chunksOfEndedJobsDropped == 1)
             _ = held

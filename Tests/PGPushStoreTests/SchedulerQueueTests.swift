@@ -262,7 +262,7 @@ struct SchedulerQueueTests {
             #expect(restarted.workerID == crashed.workerID)
             #expect(restarted.leaseOwner != crashed.leaseOwner)
             _ = try await restarted.heartbeat(lease: .seconds(30), liveWindow: .seconds(30), holding: [held.id])
-            try await Task.sleep(for: .milliseconds(500))
+            try await db.waitUntilLeasesRanOut()
             let rescued = try #require(try await restarted.claimChunks(limit: 1, lease: .seconds(30)).first,
                                        "the old process's lease ran out and the heartbeat of the new one did not renew it")
             #expect(rescued.id == held.id)
@@ -313,7 +313,7 @@ struct SchedulerQueueTests {
             _ = try await dead.expandDueSmallJobs(chunkSize: 10, limit: 10)
             _ = try #require(try await dead.claimChunks(limit: 1, lease: .milliseconds(200)).first)
             #expect(try await db.scalar("SELECT push.cancel(\(job))::int::int8") == 1)
-            try await Task.sleep(for: .milliseconds(400))
+            try await db.waitUntilLeasesRanOut()
             let rescuer = Self.store(db, worker: "rescuer")
             #expect(try await rescuer.claimChunks(limit: 10, lease: .seconds(30)).isEmpty, "a cancelled job is never sent again")
             let report = try await rescuer.maintain(deadWorkerAfter: .seconds(60))
