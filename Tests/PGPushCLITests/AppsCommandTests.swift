@@ -2,7 +2,7 @@ import Foundation
 import PGPushTestSupport
 import Testing
 
-@Suite("pgpush apps", .timeLimit(.minutes(3)))
+@Suite("pgpush apps", .timeLimit(.minutes(3)), .database)
 struct AppsCommandTests {
     @Test("add (token and certificate auth) then list --json: paths and names only, never file contents")
     func addAndList() async throws {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite("pgpush bench broadcast", .timeLimit(.minutes(4)))
+@Suite("pgpush bench broadcast", .timeLimit(.minutes(4)), .database)
 struct BenchBroadcastTests {
     @Test("a 5,000-device broadcast with two workers: throughput, latency percentiles, every token accepted once")
     func benchBroadcast() async throws {

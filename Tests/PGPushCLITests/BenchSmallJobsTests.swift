@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite("pgpush bench small-jobs and mixed", .timeLimit(.minutes(6)))
+@Suite("pgpush bench small-jobs and mixed", .timeLimit(.minutes(6)), .database)
 struct BenchSmallJobsTests {
     @Test("200 one-device jobs from 4 producers: every figure reported, every job done with one outcome")
     func smallJobs() async throws {

@@ -11,7 +11,7 @@ import Darwin
 
 /// What a command says when it cannot reach its database: the server, the database and the reason, never the
 /// password. Also the worker's start-up checks: the metrics port and the database.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct ConnectionErrorTests {
     /// Each command that connects, with the arguments it needs to get as far as connecting.
     static let connectingCommands: [[String]] = [

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite("pgpush demo", .timeLimit(.minutes(4)))
+@Suite("pgpush demo", .timeLimit(.minutes(4)), .database)
 struct DemoTests {
     @Test("a 3,000-device demo on a throwaway cluster: live devices delivered, dead and malformed ones failed and pruned, nothing duplicated, cluster removed")
     func demoEndToEnd() async throws {
@@ -77,7 +77,7 @@ func runningProcessMentions(_ text: String) -> Bool {
     return false
 }
 
-@Suite("pgpush demo interrupted", .timeLimit(.minutes(3)))
+@Suite("pgpush demo interrupted", .timeLimit(.minutes(3)), .database)
 struct DemoInterruptTests {
     @Test("SIGINT mid-broadcast: exit 130, workers stopped, cluster stopped and removed")
     func interruptCleansUp() async throws {

@@ -3,7 +3,7 @@ import Testing
 
 /// Runs `scripts/validate-deploy.py` over `deploy/` so a broken manifest,
 /// dashboard, alert rule or unit file fails `swift test`, not a production deploy.
-@Suite("Deploy manifests")
+@Suite("Deploy manifests", .network)
 struct DeployManifestTests {
     /// The package root, three levels above this file (`Tests/PGPushCLITests/<file>`).
     static let packageRoot = URL(fileURLWithPath: #filePath)

@@ -2,7 +2,7 @@ import Foundation
 import PGPushTestSupport
 import Testing
 
-@Suite("pgpush devices import", .timeLimit(.minutes(3)))
+@Suite("pgpush devices import", .timeLimit(.minutes(3)), .database)
 struct DevicesCommandTests {
     @Test("lines from stdin: tokens lowercased, blank lines and comments skipped, --json counts")
     func importLinesFromStdin() async throws {
@@ -123,7 +123,7 @@ struct DevicesCommandTests {
     }
 }
 
-@Suite("pgpush devices import and enqueue for Android", .timeLimit(.minutes(3)))
+@Suite("pgpush devices import and enqueue for Android", .timeLimit(.minutes(3)), .database)
 struct AndroidCLITests {
     static let fcmToken = "dXyZ0123456789abcdEFGH:APA91bF1rst_Token"
 

@@ -2,7 +2,7 @@ import Foundation
 import PGPushTestSupport
 import Testing
 
-@Suite("pgpush enqueue", .timeLimit(.minutes(3)))
+@Suite("pgpush enqueue", .timeLimit(.minutes(3)), .database)
 struct EnqueueCommandTests {
     @Test("--alert with tokens and --ttl: the job row holds exactly what was asked, --json prints its id")
     func enqueueAlertToTokens() async throws {

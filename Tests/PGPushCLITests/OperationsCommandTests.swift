@@ -6,7 +6,7 @@ import Testing
 
 /// `pgpush migrate`, `pgpush prune`, `pgpush simulator`, `pgpush bench transport` and `pgpush bench provider-token`,
 /// through the binary.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct OperationsCommandTests {
     @Test func migrateAppliesThenReportsNothingToDoAsJSON() async throws {
         try await TestDatabase.with(migrate: false) { db in

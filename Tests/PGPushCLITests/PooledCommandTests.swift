@@ -4,7 +4,7 @@ import Testing
 
 /// Every operator command through PgBouncer in transaction pooling (the one `scripts/test` starts), from a
 /// database that `pgpush migrate` sets up through the pool.
-@Suite("pgpush through PgBouncer", .timeLimit(.minutes(3)))
+@Suite("pgpush through PgBouncer", .timeLimit(.minutes(3)), .database)
 struct PooledCommandTests {
     @Test("migrate, apps, devices, enqueue, watch, stats and prune work through transaction pooling")
     func operatorCommandsThroughThePool() async throws {

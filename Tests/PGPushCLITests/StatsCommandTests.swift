@@ -2,7 +2,7 @@ import Foundation
 import PGPushTestSupport
 import Testing
 
-@Suite("pgpush stats", .timeLimit(.minutes(3)))
+@Suite("pgpush stats", .timeLimit(.minutes(3)), .database)
 struct StatsCommandTests {
     /// Two apps, outcomes today and ten days ago, one due job with a pending audience and one finished job.
     static func seed(_ db: TestDatabase) async throws -> (due: Int64, finished: Int64) {

@@ -2,7 +2,7 @@ import Foundation
 import PGPushTestSupport
 import Testing
 
-@Suite("pgpush watch", .timeLimit(.minutes(3)))
+@Suite("pgpush watch", .timeLimit(.minutes(3)), .database)
 struct WatchCommandTests {
     /// Queues a job for three explicit tokens and returns its id.
     static func enqueueJob(_ db: TestDatabase) async throws -> Int64 {

@@ -213,7 +213,10 @@ extension EndToEndTests {
                 try await Self.waitUntilSent(fleet, job: broadcast, atLeast: 300)
                 try await fleet.db.exec("DELETE FROM push.devices WHERE token > lpad(to_hex(2800), 64, '0')")
                 #expect(try await fleet.count("SELECT push.cancel(\(broadcast))::int::int8") == 1)
-                try await Task.sleep(for: .seconds(3))  // the chunks in flight end, maintenance passes
+                // The chunks in flight end and maintenance drops the rest.
+                try await EndToEndTests.DeliveryPolicyTests.waitUntil(timeout: .seconds(30)) {
+                    try await fleet.count("SELECT count(*) FROM push.chunks") == 0
+                }
                 await worker.stop()
                 #expect(try await fleet.count("SELECT count(*) FROM push.chunks") == 0)
                 try await Self.expectCountsAddUp(fleet)

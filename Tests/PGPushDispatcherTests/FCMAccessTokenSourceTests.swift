@@ -10,7 +10,7 @@ import PGPushTestSupport
 import Testing
 
 /// The fleet's FCM access token against the FCM simulator's token endpoint and a real database.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.database, .timeLimit(.minutes(2)))
 struct FCMAccessTokenSourceTests {
     static let clientEmail = "worker@token-test.iam.gserviceaccount.com"
 

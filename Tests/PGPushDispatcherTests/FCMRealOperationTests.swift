@@ -59,7 +59,10 @@ extension EndToEndTests {
                     #expect(try await fleet.count("SELECT push.cancel(\(job))::int::int8") == 1)
                     let acceptedAtCancel = android.simulator.ledger.acceptedCount
                     let rescuer = try fleet.startWorker(flags, id: "rescuer")
-                    try await Task.sleep(for: .seconds(8))
+                    // Past the dead worker's lease, maintenance drops the chunks; with none left nothing can be sent.
+                    try await EndToEndTests.DeliveryPolicyTests.waitUntil(timeout: .seconds(30)) {
+                        try await fleet.count("SELECT count(*) FROM push.chunks WHERE job_id = \(job)") == 0
+                    }
                     #expect(android.simulator.ledger.acceptedCount == acceptedAtCancel, "FCM sends after the cancel")
                     #expect(try await fleet.count("SELECT count(*) FROM push.chunks WHERE job_id = \(job)") == 0)
                     #expect(try await fleet.count("SELECT count(*) FROM push.jobs WHERE id = \(job) AND state = 'cancelled'") == 1)

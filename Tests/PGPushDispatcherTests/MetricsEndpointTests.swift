@@ -61,6 +61,13 @@ extension EndToEndTests {
             return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
         }
 
+        static let expectedNames = [
+            "pgpush_send_duration_seconds_bucket", "pgpush_claim_duration_seconds_count", "pgpush_inflight_streams",
+            "pgpush_connections", "pgpush_queue_backlog_tokens", "pgpush_paused_apps",
+            "pgpush_completion_duration_seconds_count", "pgpush_leases_lost_total", "pgpush_unwritten_results",
+            "pgpush_held_notifications", "pgpush_jobs_failed_total", "pgpush_valve_tripped", "pgpush_bad_device_token_share",
+        ]
+
         @Test func metricsParseAsPrometheusTextAndCountTheSends() async throws {
             try await Fleet.with { fleet in
                 try await fleet.createApp()
@@ -70,7 +77,11 @@ extension EndToEndTests {
                 let port = Int.random(in: 41_000...49_000)
                 let worker = try fleet.startWorker(["--metrics-port=\(port)", "--metrics-host", "127.0.0.1"])
                 #expect(try await fleet.waitForJob(job, timeout: .seconds(90)) == "done")
-                try await Task.sleep(for: .seconds(2))
+                // Every gauge is recorded once a maintenance pass has run after the job.
+                try await DeliveryPolicyTests.waitUntil(timeout: .seconds(20)) {
+                    let body = (try? await Self.get(port, "/metrics").1) ?? ""
+                    return Self.expectedNames.allSatisfy { body.contains($0) }
+                }
 
                 let (health, _) = try await Self.get(port, "/healthz")
                 #expect(health == 200)
@@ -82,10 +93,7 @@ extension EndToEndTests {
                 let sends = samples.filter { $0.name == "pgpush_sends_total" }
                 #expect(sends.first { $0.labels["status"] == "200" && $0.labels["app"] == "app" && $0.labels["provider"] == "apns" }?.value == 300)
                 #expect(sends.first { $0.labels["status"] == "410" && $0.labels["reason"] == "Unregistered" }?.value == 20)
-                for name in ["pgpush_send_duration_seconds_bucket", "pgpush_claim_duration_seconds_count", "pgpush_inflight_streams",
-                             "pgpush_connections", "pgpush_queue_backlog_tokens", "pgpush_paused_apps",
-                             "pgpush_completion_duration_seconds_count", "pgpush_leases_lost_total", "pgpush_unwritten_results",
-                             "pgpush_held_notifications", "pgpush_jobs_failed_total"] {
+                for name in Self.expectedNames {
                     #expect(samples.contains { $0.name == name }, "missing \(name)")
                 }
                 // Nothing was lost or left unwritten in a healthy run, and the valve judged the app as healthy.

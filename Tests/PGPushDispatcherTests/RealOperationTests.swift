@@ -68,8 +68,10 @@ extension EndToEndTests {
                 #expect(try await fleet.count("SELECT push.cancel(\(job))::int::int8") == 1)
                 let acceptedAtCancel = fleet.simulator.ledger.acceptedCount
                 let rescuer = try fleet.startWorker(flags, id: "rescuer")
-                // Past the dead worker's lease, and a few maintenance passes.
-                try await Task.sleep(for: .seconds(8))
+                // Past the dead worker's lease, maintenance drops the chunks; with none left nothing can be sent.
+                try await EndToEndTests.DeliveryPolicyTests.waitUntil(timeout: .seconds(30)) {
+                    try await fleet.count("SELECT count(*) FROM push.chunks WHERE job_id = \(job)") == 0
+                }
                 #expect(fleet.simulator.ledger.acceptedCount == acceptedAtCancel, "notifications sent after the cancel")
                 #expect(try await fleet.count("SELECT count(*) FROM push.chunks WHERE job_id = \(job)") == 0, "maintenance dropped them")
                 #expect(try await fleet.count("SELECT count(*) FROM push.jobs WHERE id = \(job) AND state = 'cancelled'") == 1)

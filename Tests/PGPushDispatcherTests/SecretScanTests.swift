@@ -69,7 +69,9 @@ extension EndToEndTests {
                 try await fleet.db.exec("GRANT pgpush_password_auth TO \(unescaped: login)")
                 let badURL = fleet.db.urlString(user: "\(login):\(Self.wrongDatabasePassword)")
                 let refused = try fleet.startWorker(databaseURL: badURL, logFormat: format, logLevel: "debug")
-                try await Task.sleep(for: .seconds(3))
+                try await DeliveryPolicyTests.waitUntil(timeout: .seconds(30)) {
+                    refused.log.contains("password authentication failed")
+                }
                 await refused.stop()
                 let cli = try Fleet.runPGPush(["stats", "--database-url", badURL, "--log-format", format])
 

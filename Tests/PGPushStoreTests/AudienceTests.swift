@@ -8,7 +8,7 @@ import Testing
 /// A job's audience while it changes under a running broadcast (migration 0016): the devices of the audience
 /// when the job is expanded that still exist when their key range is read. The total follows what is read, so
 /// that a finished job's total is the number of its outcomes, and the corrections are counted beside it.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct AudienceTests {
     static func store(_ db: TestDatabase, worker: String = "w1") -> QueueStore {
         QueueStore(client: db.client, workerID: worker, logger: db.logger)
@@ -144,7 +144,7 @@ struct AudienceTests {
                 },
                 answered: 4, readTokens: tokens.count))
             try await store.complete(ChunkCompletion(chunk: claimed[1], readTokens: 10))
-            try await Task.sleep(for: .milliseconds(400))
+            try await db.waitUntil("SELECT count(*) FROM push.chunks WHERE id = \(held.id) AND locked_until >= now()")
             let report = try await Self.store(db, worker: "leader").maintain(deadWorkerAfter: .seconds(60))
             #expect(report.chunksOfEndedJobsDropped == 1)
             _ = held

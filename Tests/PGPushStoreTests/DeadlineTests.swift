@@ -61,7 +61,7 @@ struct DeadlineTests {
     /// A statement the worker gave up on must stop holding locks on the server too, and no statement of the
     /// worker's may spend its time in JIT compilation. The limits are set per transaction, so that they hold
     /// through PgBouncer and never follow a pooled server connection to its next client.
-    @Test func workerTransactionsCarryServerSideLimitsThatEndWithThem() async throws {
+    @Test(.database) func workerTransactionsCarryServerSideLimitsThatEndWithThem() async throws {
         try await TestDatabase.with { db in
             let store = QueueStore(client: db.client, workerID: "w", logger: db.logger)
             let inside = try await store.transaction { connection in
@@ -88,7 +88,7 @@ struct DeadlineTests {
 /// pgpush connects through PgBouncer, which refuses startup parameters it does not know; and the CLI's
 /// connections (progress lines, `stats`, bench) read views an analyst reads, which PostgreSQL must not
 /// JIT-compile on each read.
-@Suite(.timeLimit(.minutes(1))) struct SessionParameterTests {
+@Suite(.database, .timeLimit(.minutes(1))) struct SessionParameterTests {
     @Test func noStartupParametersAndJITOffByTheDatabaseSetting() async throws {
         try await TestDatabase.with { db in
             let url = try DatabaseURL(db.urlString)

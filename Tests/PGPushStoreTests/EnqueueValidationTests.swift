@@ -4,7 +4,7 @@ import PostgresNIO
 import Testing
 
 /// Every bad input a producer can send is refused with a message naming the field, and leaves nothing behind.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct EnqueueValidationTests {
     struct Case: Sendable, CustomStringConvertible {
         var description: String

@@ -6,7 +6,7 @@ import Testing
 
 /// The producer's SQL API for Android devices: apps with FCM credentials, devices with a platform, and the
 /// Android message of a job, given explicitly or derived from the APNs payload at enqueue.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct FCMProducerAPITests {
     static let fcmToken = "fYK3abcdEFGH:APA91bHqwe-_rty0123456789"
 

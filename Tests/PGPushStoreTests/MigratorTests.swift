@@ -17,7 +17,7 @@ struct MigratorTests {
         #expect(onDisk.map(\.checksum) == Migration.embedded.map(\.checksum))
     }
 
-    @Test func migratingTwiceAppliesNothingTheSecondTime() async throws {
+    @Test(.database) func migratingTwiceAppliesNothingTheSecondTime() async throws {
         try await TestDatabase.with(migrate: false) { db in
             let first = try await Migrator(logger: db.logger).migrate(url: db.url)
             #expect(first.applied == Migration.embedded.map(\.version))
@@ -30,7 +30,7 @@ struct MigratorTests {
 
     /// Each migration's transaction takes the advisory lock and reads what is recorded under it, so four
     /// concurrent runs apply every migration exactly once, in order, between them.
-    @Test func concurrentMigrationsAreSerialisedByTheAdvisoryLock() async throws {
+    @Test(.database) func concurrentMigrationsAreSerialisedByTheAdvisoryLock() async throws {
         try await TestDatabase.with(migrate: false) { db in
             let reports = try await withThrowingTaskGroup(of: Migrator.Report.self) { group in
                 for _ in 0..<4 {
@@ -52,7 +52,7 @@ struct MigratorTests {
         }
     }
 
-    @Test func aChangedMigrationIsRefused() async throws {
+    @Test(.database) func aChangedMigrationIsRefused() async throws {
         try await TestDatabase.with(migrate: false) { db in
             _ = try await Migrator(logger: db.logger).migrate(url: db.url)
             var edited = Migration.embedded
@@ -66,7 +66,7 @@ struct MigratorTests {
         }
     }
 
-    @Test func aFailingMigrationLeavesNoTraceAndIsNotRecorded() async throws {
+    @Test(.database) func aFailingMigrationLeavesNoTraceAndIsNotRecorded() async throws {
         try await TestDatabase.with(migrate: false) { db in
             var migrations = Migration.embedded
             migrations.append(Migration(name: "9999_broken.sql", sql: "CREATE TABLE push.half_done (id int);\nSELECT no_such_function();"))

@@ -5,7 +5,7 @@ import Testing
 /// Creating a delivery partition locks push.deliveries, and a hot standby replays that lock against its
 /// reports; so partitions come four weeks at a time, and a maintenance pass with the days ahead in place
 /// takes no lock at all.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.database, .timeLimit(.minutes(1)))
 struct PartitionTests {
     @Test func partitionsAreMadeFourWeeksAheadAndOnlyWhenTheNextDaysAreMissing() async throws {
         try await TestDatabase.with { db in

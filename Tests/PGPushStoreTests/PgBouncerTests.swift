@@ -7,7 +7,7 @@ import PostgresNIO
 import Testing
 
 /// The throwaway PgBouncer the failover tests re-point, and the store's statements through transaction pooling.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.database, .timeLimit(.minutes(2)))
 struct PgBouncerTests {
     @Test func repointingMovesNewTransactionsToTheOtherServer() async throws {
         let first = try ThrowawayPostgres.start()
@@ -41,7 +41,7 @@ struct PgBouncerTests {
 /// Maintenance leadership as a lease row: one holder at a time, renewed by it, taken over once it runs out,
 /// and handed over at once on release. Every call here goes through PgBouncer in transaction pooling, where a
 /// session advisory lock would not hold.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.database, .timeLimit(.minutes(2)))
 struct LeaderLeaseTests {
     @Test func oneLeaderAtATimeThroughThePool() async throws {
         try await TestDatabase.with { db in
@@ -75,7 +75,7 @@ struct LeaderLeaseTests {
 
 /// Producers that share one pooled login and act for a tenant with `SET LOCAL ROLE`: the grant holds inside
 /// the transaction, and the role ends with it, so the next client of the server connection is itself again.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.database, .timeLimit(.minutes(2)))
 struct PooledTenancyTests {
     @Test func setLocalRoleHoldsTenancyAndDoesNotLeakThroughThePool() async throws {
         try await TestDatabase.with { db in

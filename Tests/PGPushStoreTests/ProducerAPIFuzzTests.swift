@@ -11,7 +11,7 @@ import Testing
 ///
 /// Text never contains NUL: PostgreSQL refuses it in any text value before a function runs ("invalid byte
 /// sequence for encoding UTF8: 0x00"), so no API could name a field for it.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct ProducerAPIFuzzTests {
     static let enqueueFields = ["app_id", "payload", "push_type", "apns_priority", "tokens", "user_ids", "tags", "send_at",
                                 "expires_at", "collapse_id", "idempotency_key", "priority", "aps"]

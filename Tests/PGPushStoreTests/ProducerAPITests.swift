@@ -4,7 +4,7 @@ import PGPushTestSupport
 import PostgresNIO
 import Testing
 
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct ProducerAPITests {
     @Test func enqueueStoresOneJobRowWithDefaults() async throws {
         try await TestDatabase.with { db in

@@ -14,7 +14,7 @@ extension QueueStore {
 }
 
 /// The worker's SQL against the real schema: expansion, claim order, guarded completion, leases, cancel.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct QueueStoreTests {
     static func store(_ db: TestDatabase, worker: String = "w1") -> QueueStore {
         QueueStore(client: db.client, workerID: worker, logger: db.logger)
@@ -101,10 +101,10 @@ struct QueueStoreTests {
             let owner = Self.store(db, worker: "owner")
             let thief = Self.store(db, worker: "thief")
             _ = try await owner.expandNextDueJob(chunkSize: 10)
-            let chunk = try #require(try await owner.claimChunks(limit: 1, lease: .milliseconds(200)).first)
+            let chunk = try #require(try await owner.claimChunks(limit: 1, lease: .seconds(1)).first)
             // Nobody else can claim it while the lease holds; after it expires, a rescue counts as a claim.
             #expect(try await thief.claimChunks(limit: 1, lease: .seconds(30)).isEmpty)
-            try await Task.sleep(for: .milliseconds(400))
+            try await db.waitUntilLeasesRanOut()
             #expect(try await owner.claimChunks(limit: 1, lease: .seconds(30)).isEmpty, "a worker must not rescue its own chunk")
             let rescued = try #require(try await thief.claimChunks(limit: 1, lease: .seconds(30)).first)
             #expect(rescued.id == chunk.id)
@@ -132,11 +132,11 @@ struct QueueStoreTests {
             try await store.complete(ChunkCompletion(
                 chunk: chunk,
                 outcomes: [FinalOutcome(token: tokens[0], status: 200, reason: nil, apnsID: UUID(), attempt: 1, sentAt: now)],
-                requeued: [RequeuedTokens(tokens: [tokens[1], tokens[2]], attempt: 2, notBefore: now.addingTimeInterval(0.3), lastReason: "ServiceUnavailable")],
+                requeued: [RequeuedTokens(tokens: [tokens[1], tokens[2]], attempt: 2, notBefore: now.addingTimeInterval(1), lastReason: "ServiceUnavailable")],
                 pruneCandidates: []))
             #expect(try await db.scalar("SELECT count(*) FROM push.jobs WHERE id = \(job) AND state = 'running'") == 1)
             #expect(try await store.claimChunks(limit: 1, lease: .seconds(30)).isEmpty, "a retry waits for its backoff")
-            try await Task.sleep(for: .milliseconds(400))
+            try await db.waitUntil("SELECT count(*) FROM push.chunks WHERE job_id = \(job) AND next_attempt_at > now()")
             let retry = try #require(try await store.claimChunks(limit: 1, lease: .seconds(30)).first)
             #expect(retry.attempt == 2)
             #expect(Set(retry.tokens) == [tokens[1], tokens[2]])

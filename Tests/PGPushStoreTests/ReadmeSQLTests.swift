@@ -34,7 +34,7 @@ struct ReadmeSQLTests {
         }
     }
 
-    @Test func everyReadmeQueryRunsAgainstTheSchema() async throws {
+    @Test(.database) func everyReadmeQueryRunsAgainstTheSchema() async throws {
         let blocks = try Self.readmeSQLBlocks()
         #expect(blocks.count >= 2)
         try await TestDatabase.with { db in

@@ -4,7 +4,7 @@ import PostgresNIO
 import Testing
 
 /// The migrations' roles can do their job and nothing else.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct RoleGrantTests {
     static func attempt(_ connection: PostgresConnection, _ sql: String, db: TestDatabase) async -> String? {
         do {

@@ -8,7 +8,7 @@ import Testing
 
 /// The SQL behind the notification scheduler: batch expansion of small jobs, claims sized in notifications,
 /// per-app allowances, process-owned leases and group-committed completions.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct SchedulerQueueTests {
     static func store(_ db: TestDatabase, worker: String = "w1") -> QueueStore {
         QueueStore(client: db.client, workerID: worker, logger: db.logger)
@@ -262,7 +262,7 @@ struct SchedulerQueueTests {
             #expect(restarted.workerID == crashed.workerID)
             #expect(restarted.leaseOwner != crashed.leaseOwner)
             _ = try await restarted.heartbeat(lease: .seconds(30), liveWindow: .seconds(30), holding: [held.id])
-            try await Task.sleep(for: .milliseconds(500))
+            try await db.waitUntilLeasesRanOut()
             let rescued = try #require(try await restarted.claimChunks(limit: 1, lease: .seconds(30)).first,
                                        "the old process's lease ran out and the heartbeat of the new one did not renew it")
             #expect(rescued.id == held.id)
@@ -313,7 +313,7 @@ struct SchedulerQueueTests {
             _ = try await dead.expandDueSmallJobs(chunkSize: 10, limit: 10)
             _ = try #require(try await dead.claimChunks(limit: 1, lease: .milliseconds(200)).first)
             #expect(try await db.scalar("SELECT push.cancel(\(job))::int::int8") == 1)
-            try await Task.sleep(for: .milliseconds(400))
+            try await db.waitUntilLeasesRanOut()
             let rescuer = Self.store(db, worker: "rescuer")
             #expect(try await rescuer.claimChunks(limit: 10, lease: .seconds(30)).isEmpty, "a cancelled job is never sent again")
             let report = try await rescuer.maintain(deadWorkerAfter: .seconds(60))
@@ -323,7 +323,7 @@ struct SchedulerQueueTests {
     }
 }
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.database, .timeLimit(.minutes(2)))
 struct RetentionTests {
     @Test func maintenanceRemovesOnlyWhatIsOlderThanTheRetentionInSmallBatches() async throws {
         try await TestDatabase.with { db in
@@ -376,7 +376,7 @@ struct RetentionTests {
     }
 }
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.database, .timeLimit(.minutes(2)))
 struct HeartbeatTests {
     @Test func aHeartbeatDoesNotWaitForAChunkRowAWriteHoldsAndStillBeatsTheRegistry() async throws {
         try await TestDatabase.with { db in

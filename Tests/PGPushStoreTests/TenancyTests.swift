@@ -4,7 +4,7 @@ import PostgresNIO
 import Testing
 
 /// push.grant_app / push.revoke_app: a login granted some apps uses those only; without grants, as before.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct TenancyTests {
     static func attempt(_ connection: PostgresConnection, _ sql: String, db: TestDatabase) async -> String? {
         await RoleGrantTests.attempt(connection, sql, db: db)

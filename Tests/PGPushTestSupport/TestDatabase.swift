@@ -3,6 +3,7 @@ import Logging
 import PGPushCore
 import PGPushStore
 import PostgresNIO
+import Testing
 
 /// A fresh, migrated database on the throwaway cluster that `scripts/test` starts, dropped afterwards.
 ///
@@ -17,7 +18,9 @@ public struct TestDatabase: Sendable {
     /// The admin URL of the throwaway cluster.
     public static func clusterURL() throws -> DatabaseURL {
         guard let raw = ProcessInfo.processInfo.environment["PGPUSH_TEST_DATABASE_URL"] else {
-            throw PGPushError(.invalidConfiguration, "PGPUSH_TEST_DATABASE_URL is not set: run the tests with scripts/test")
+            throw PGPushError(.invalidConfiguration, TestTier.isFull
+                ? "PGPUSH_TEST_DATABASE_URL is not set: run the tests with scripts/test"
+                : "this test needs PostgreSQL but is in the fast tier: give it (or its suite) the .database trait")
         }
         var url = try DatabaseURL(raw)
         url.sslMode = .disable
@@ -132,6 +135,27 @@ public struct TestDatabase: Sendable {
             return value
         }
         throw PGPushError(.internal, "query returned no rows")
+    }
+
+    /// Polls `query` (one Int64) until it returns `expected`, for at most `timeout`, and records an issue if it
+    /// never does: a wait for something to happen, instead of a fixed sleep.
+    public func waitUntil(
+        _ query: PostgresQuery, is expected: Int64 = 0, timeout: Duration = .seconds(20),
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        var last: Int64 = -1
+        while ContinuousClock.now < deadline {
+            last = try await scalar(query)
+            if last == expected { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("\(query.sql) returned \(last), not \(expected), within \(timeout)", sourceLocation: sourceLocation)
+    }
+
+    /// Waits until no chunk's lease is still running.
+    public func waitUntilLeasesRanOut(timeout: Duration = .seconds(20), sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await waitUntil("SELECT count(*) FROM push.chunks WHERE locked_until >= now()", timeout: timeout, sourceLocation: sourceLocation)
     }
 
     /// Inserts a token-auth app whose key path need not exist (for tests that never send).

@@ -3,7 +3,7 @@ import PGPushCore
 import PGPushSimulator
 import Testing
 
-@Suite("FCM simulator: faults and stream limits", .timeLimit(.minutes(1)))
+@Suite("FCM simulator: faults and stream limits", .timeLimit(.minutes(1)), .network)
 struct FCMSimulatorFaultTests {
     typealias Harness = FCMSimulatorHarness
 

@@ -6,7 +6,7 @@ import Testing
 /// SETTINGS_MAX_CONCURRENT_STREAMS strictly once it has read it: with a limit below h2load's concurrency,
 /// nothing is refused. (Before it has read the SETTINGS it may open up to 100 streams, as RFC 9113 allows;
 /// the simulator accepts those.)
-@Suite("FCM simulator: h2load")
+@Suite("FCM simulator: h2load", .network)
 struct FCMSimulatorH2LoadTests {
     @Test(.timeLimit(.minutes(2)), .enabled(if: SimulatorH2LoadTests.runs, "h2load (Debian's nghttp2-client) is not installed"))
     func h2loadSendsWithinTheAdvertisedLimit() async throws {

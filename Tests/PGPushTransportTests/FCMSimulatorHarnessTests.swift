@@ -136,7 +136,7 @@ extension SimulatorRawClient.Outcome {
     var headers: [String: String] { if case .response(_, let headers, _) = self { headers } else { [:] } }
 }
 
-@Suite("FCM simulator: lifecycle, summary and shared plumbing", .timeLimit(.minutes(1)))
+@Suite("FCM simulator: lifecycle, summary and shared plumbing", .timeLimit(.minutes(1)), .network)
 struct FCMSimulatorHarnessTests {
     @Test func differencesFitOnOneLine() {
         #expect(!FCMSimulator.differencesFromFCM.contains("\n"))

@@ -3,7 +3,7 @@ import PGPushCore
 import PGPushSimulator
 import Testing
 
-@Suite("FCM simulator: messages:send", .timeLimit(.minutes(1)))
+@Suite("FCM simulator: messages:send", .timeLimit(.minutes(1)), .network)
 struct FCMSimulatorSendTests {
     typealias Harness = FCMSimulatorHarness
 

@@ -4,7 +4,7 @@ import PGPushCore
 import PGPushSimulator
 import Testing
 
-@Suite("FCM simulator: OAuth token endpoint", .timeLimit(.minutes(1)))
+@Suite("FCM simulator: OAuth token endpoint", .timeLimit(.minutes(1)), .network)
 struct FCMSimulatorTokenTests {
     @Test func goodAssertionGetsABearerToken() async throws {
         try await FCMSimulatorHarness.with { harness in

@@ -6,7 +6,7 @@ import Testing
 
 /// Malformed traffic in both directions: the transport given answers no APNs server sends, and the simulator
 /// given requests no client should send. Every request gets an outcome; nothing hangs or crashes.
-@Suite("Malformed traffic")
+@Suite("Malformed traffic", .network)
 struct MalformedTrafficTests {
     /// 2,000 requests, 30 % answered with an unknown status, a broken or huge reason body, a 20 KB header,
     /// trailers, or a DATA frame after END_STREAM.

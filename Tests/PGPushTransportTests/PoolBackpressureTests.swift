@@ -4,7 +4,7 @@ import PGPushCore
 import PGPushSimulator
 import Testing
 
-@Suite("APNs pool: callers are the only queue")
+@Suite("APNs pool: callers are the only queue", .network)
 struct PoolBackpressureTests {
     @Test(.timeLimit(.minutes(1)))
     func waitingCallersQueueAndCancellationRemovesThem() async throws {

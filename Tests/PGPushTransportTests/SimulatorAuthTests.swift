@@ -3,7 +3,7 @@ import Foundation
 import PGPushSimulator
 import Testing
 
-@Suite("APNs simulator: provider tokens and stream limits")
+@Suite("APNs simulator: provider tokens and stream limits", .network)
 struct SimulatorAuthTests {
     let path = "/3/device/" + SimulatorHarness.token(11)
     let body = SimulatorHarness.payload

@@ -2,7 +2,7 @@ import Foundation
 import PGPushSimulator
 import Testing
 
-@Suite("APNs simulator: certificate authentication")
+@Suite("APNs simulator: certificate authentication", .network)
 struct SimulatorCertificateAuthTests {
     /// Makes a CA and a client certificate it signed, with the openssl CLI.
     private static func makeClientCertificate(in directory: String, name: String) throws -> (ca: String, certificate: String, key: String) {

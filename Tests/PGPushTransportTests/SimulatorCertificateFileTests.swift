@@ -5,7 +5,7 @@ import Testing
 
 /// The simulator's generated certificates: which names the server certificate carries, and when existing files
 /// are kept or replaced.
-@Suite("APNs simulator: certificate files")
+@Suite("APNs simulator: certificate files", .network)
 struct SimulatorCertificateFileTests {
     @Test func extraHostnamesAreCertifiedAndAMissingOneRegeneratesTheFiles() throws {
         let directory = NSTemporaryDirectory() + "pgpush-sim-certs-\(UUID().uuidString)"

@@ -3,7 +3,7 @@ import PGPushSimulator
 import Testing
 
 /// Drives the simulator with nghttp2's h2load, an independent HTTP/2 client that respects SETTINGS strictly.
-@Suite("APNs simulator: h2load")
+@Suite("APNs simulator: h2load", .network)
 struct SimulatorH2LoadTests {
     static let h2load = "/usr/bin/h2load"
     /// `scripts/test` installs h2load and sets PGPUSH_REQUIRE_H2LOAD, so there a missing h2load fails the test

@@ -2,7 +2,7 @@ import Foundation
 import PGPushSimulator
 import Testing
 
-@Suite("APNs simulator: registry and faults")
+@Suite("APNs simulator: registry and faults", .network)
 struct SimulatorRegistryAndFaultTests {
     let body = SimulatorHarness.payload
 

@@ -3,7 +3,7 @@ import Foundation
 import PGPushSimulator
 import Testing
 
-@Suite("APNs simulator: requests and validation")
+@Suite("APNs simulator: requests and validation", .network)
 struct SimulatorRequestTests {
     @Test(.timeLimit(.minutes(1)))
     func validTokenRequestIsAcceptedAndRecorded() async throws {

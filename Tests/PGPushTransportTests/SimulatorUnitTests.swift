@@ -115,7 +115,7 @@ struct SimulatorUnitTests {
     }
 }
 
-@Suite("APNs simulator: lifecycle and ledger file")
+@Suite("APNs simulator: lifecycle and ledger file", .network)
 struct SimulatorLifecycleTests {
     @Test(.timeLimit(.minutes(1)))
     func ledgerFileGetsOneJSONLinePerAcceptedNotification() async throws {

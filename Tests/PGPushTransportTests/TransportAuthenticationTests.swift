@@ -52,7 +52,7 @@ struct TransportTestCertificates {
     }
 }
 
-@Suite("APNs transport over TLS: authentication", .serialized)
+@Suite("APNs transport over TLS: authentication", .serialized, .network)
 struct TransportAuthenticationTests {
     private func certificateSimulator(_ certificates: TransportTestCertificates) -> APNsSimulatorConfiguration {
         var configuration = TransportTest.simulatorConfiguration(key: nil)

@@ -4,7 +4,7 @@ import PGPushCore
 import PGPushSimulator
 import Testing
 
-@Suite("APNs transport over TLS: GOAWAY and resets lose nothing", .serialized)
+@Suite("APNs transport over TLS: GOAWAY and resets lose nothing", .serialized, .network)
 struct TransportFaultTests {
     /// Every token ends with a 200; a token whose failed attempts were all reported "not processed" is in the
     /// ledger exactly once, and no token is missing from it.

@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 
 /// `start(_:onOutcome:)`: the worker's way to keep many requests in flight without a task per request.
-@Suite("APNs transport over TLS: start with a callback", .serialized)
+@Suite("APNs transport over TLS: start with a callback", .serialized, .network)
 struct TransportStartTests {
     @Test(.timeLimit(.minutes(1)))
     func everyStartedRequestIsAnsweredExactlyOnceWithItsOwnOutcome() async throws {

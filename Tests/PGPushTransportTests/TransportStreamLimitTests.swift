@@ -5,7 +5,7 @@ import PGPushCore
 import PGPushSimulator
 import Testing
 
-@Suite("APNs transport over TLS: stream limits and basics", .serialized)
+@Suite("APNs transport over TLS: stream limits and basics", .serialized, .network)
 struct TransportStreamLimitTests {
     @Test(.timeLimit(.minutes(2)))
     func oneStreamUntilAuthenticatedThenUpToTheServerLimit() async throws {
