@@ -6,7 +6,7 @@ import Testing
 
 /// The worker and `pgpush apps pause` send the same pause statement: an operator's pause replaces the reason,
 /// the worker's automatic pauses (safety valve, credential failures) never overwrite one.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.database, .timeLimit(.minutes(3)))
 struct PauseStatementTests {
     @Test func anOperatorPauseReplacesTheReasonAndAWorkerPauseKeepsIt() async throws {
         try await TestDatabase.with { db in
