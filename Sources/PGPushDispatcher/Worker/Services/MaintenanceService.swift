@@ -18,11 +18,15 @@ struct MaintenanceTask: Sendable {
 struct MaintenanceService: Service {
     let worker: Worker
     let task: MaintenanceTask
+    /// How long to wait before the first run. The tasks are spread over their interval, so their statements
+    /// do not all reach the database at the same moment, beside the claims and writes of urgent jobs.
+    var firstRunAfter: Duration = .zero
 
     static let leadershipLook: Duration = .milliseconds(100)
 
     func run() async {
         await cancelWhenGracefulShutdown {
+            try? await Task.sleep(for: firstRunAfter)
             while !Task.isCancelled {
                 // A follower looks again soon: the leadership may pass to it at any heartbeat.
                 guard !task.leaderOnly || worker.isMaintenanceLeader.load(ordering: .relaxed) else {
