@@ -15,13 +15,7 @@ struct ClaimService: Service {
 
     func run() async {
         let drained = await withGracefulShutdownHandler {
-            await withTaskGroup(of: Bool.self) { race in
-                race.addTask { await claimAndSend(); return true }
-                race.addTask { await worker.sleepUntilGraceIsOver(); return false }
-                let drained = await race.next() ?? true
-                race.cancelAll()
-                return drained
-            }
+            await worker.withinGracePeriod { await claimAndSend() }
         } onGracefulShutdown: {
             worker.logger.info("graceful shutdown: no new claims; draining in-flight requests")
             worker.stopSending.set()
@@ -42,8 +36,8 @@ struct ClaimService: Service {
                 worker.health.withLock { $0.loopTurned(at: .now) }
                 worker.verdictWake.signal()
                 let throttles = worker.registry.throttles()
-                let next = worker.machine.withLock { $0.nextClaim(throttles: throttles) }
-                if worker.machine.withLock(\.isDraining) { break }
+                let (next, draining) = worker.machine.withLock { ($0.nextClaim(throttles: throttles), $0.isDraining) }
+                if draining { break }
                 guard case .claim(let budget) = next else { continue }
                 do {
                     // A claim waiting on an unreachable database must not hold the shutdown until its deadline;
@@ -82,8 +76,20 @@ struct ClaimService: Service {
 }
 
 extension Worker {
+    /// Runs `work` until it ends, or until a graceful shutdown's grace period is over, whichever comes first;
+    /// then cancels the other. Returns true when `work` ended first.
+    func withinGracePeriod(_ work: @escaping @Sendable () async -> Void) async -> Bool {
+        await withTaskGroup(of: Bool.self) { race in
+            race.addTask { await work(); return true }
+            race.addTask { await self.sleepUntilGraceIsOver(); return false }
+            let workEnded = await race.next() ?? true
+            race.cancelAll()
+            return workEnded
+        }
+    }
+
     /// Returns once a graceful shutdown has started and its grace period is over, or when cancelled.
-    func sleepUntilGraceIsOver() async {
+    private func sleepUntilGraceIsOver() async {
         do {
             try await gracefulShutdown()
             let deadline = machine.withLock { machine in
@@ -94,7 +100,7 @@ extension Worker {
             guard let deadline else { return }
             try await Task.sleep(until: deadline, clock: .continuous)
         } catch {
-            // Cancelled: whatever this raced against ended first.
+            // Cancelled: the work this raced against ended first.
         }
     }
 }

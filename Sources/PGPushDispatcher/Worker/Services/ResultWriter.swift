@@ -13,13 +13,8 @@ struct ResultWriter: Service {
     let worker: Worker
 
     func run() async {
-        await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { race in
-                race.addTask { await writeUntilSettled() }
-                race.addTask { await worker.sleepUntilGraceIsOver() }
-                await race.next()
-                race.cancelAll()
-            }
+        _ = await withGracefulShutdownHandler {
+            await worker.withinGracePeriod { await writeUntilSettled() }
         } onGracefulShutdown: {
             // Wakes the loop to see whether anything is left to write.
             worker.writeInbox.yield([])
