@@ -124,6 +124,65 @@ struct StreamDispatcherTests {
         #expect(String(decoding: response.body, as: UTF8.self) == #"{"error":{"status":"UNAUTHENTICATED"}}"#)
     }
 
+    @Test func emptyBodyEndsTheStreamWithItsHeaders() throws {
+        let harness = try Harness()
+        harness.open(tag: 1, body: [])
+        let frames = try harness.written()
+        #expect(frames.count == 1)
+        guard case .headers(let headers) = frames.first?.payload else {
+            Issue.record("expected one HEADERS frame, got \(frames.map(\.payload))")
+            return
+        }
+        #expect(headers.endStream)
+    }
+
+    @Test func keptBodyOfAnAPNsErrorStillGivesItsReason() throws {
+        let harness = try Harness()
+        harness.open(tag: 1, keepsBody: true)
+        harness.open(tag: 2, keepsBody: true)
+        _ = try harness.written()
+        try harness.answer(1, status: 400, body: #"{"reason":"ChannelNotRegistered"}"#)
+        let created = HPACKHeaders([(":status", "201"), ("apns-channel-id", "dHN0LXNyY2gtY2hubA==")])
+        try harness.channel.writeInbound(HTTP2Frame(streamID: 3, payload: .headers(.init(headers: created, endStream: true))))
+        harness.deliver()
+        let responses = harness.recorder.delivered.compactMap { delivered -> ProviderResponse? in
+            if case .response(let response) = delivered.result { return response }
+            return nil
+        }
+        #expect(responses.count == 2)
+        #expect(responses.first?.reason == "ChannelNotRegistered")
+        #expect(responses.first?.body == Array(#"{"reason":"ChannelNotRegistered"}"#.utf8))
+        #expect(responses.last?.status == 201)
+        #expect(responses.last?.channelID == "dHN0LXNyY2gtY2hubA==")
+        #expect(responses.last?.reason == nil)
+    }
+
+    @Test func longResponseBodyGetsStreamCredit() throws {
+        let harness = try Harness()
+        harness.open(tag: 1, keepsBody: true)
+        _ = try harness.written()
+        let headers = HPACKHeaders([(":status", "200")])
+        try harness.channel.writeInbound(HTTP2Frame(streamID: 1, payload: .headers(.init(headers: headers))))
+        let chunk = harness.channel.allocator.buffer(repeating: 0x61, count: 16_384)
+        for _ in 0..<2 {
+            try harness.channel.writeInbound(HTTP2Frame(streamID: 1, payload: .data(.init(data: .byteBuffer(chunk)))))
+        }
+        let updates = try harness.written().compactMap { frame -> (HTTP2StreamID, Int)? in
+            if case .windowUpdate(let increment) = frame.payload { return (frame.streamID, increment) }
+            return nil
+        }
+        #expect(updates.contains { $0.0 == 1 && $0.1 == 32_768 }, "the stream's own window is reopened")
+        #expect(updates.contains { $0.0 == .rootStream && $0.1 == 32_768 })
+        try harness.channel.writeInbound(HTTP2Frame(
+            streamID: 1, payload: .data(.init(data: .byteBuffer(harness.channel.allocator.buffer(string: "end")), endStream: true))))
+        harness.deliver()
+        guard case .response(let response) = harness.recorder.delivered.first?.result else {
+            Issue.record("no response")
+            return
+        }
+        #expect(response.body.count == 4096, "kept up to the body limit")
+    }
+
     @Test func resetStreamEndsWithoutResponse() throws {
         let harness = try Harness()
         harness.open(tag: 1)

@@ -4,7 +4,8 @@ import struct Foundation.UUID
 public struct ProviderResponse: Sendable, Hashable {
     /// The `:status` pseudo-header.
     public var status: Int
-    /// `reason` from the JSON error body; `nil` on success.
+    /// `reason` from APNs' JSON error body; `nil` on success, and for providers whose error bodies have no
+    /// top-level `reason` (FCM, OAuth endpoints).
     public var reason: String?
     /// `timestamp` from a 410 body: milliseconds since the UNIX epoch when APNs last knew the token was valid.
     public var timestampMilliseconds: Int64?
@@ -12,17 +13,21 @@ public struct ProviderResponse: Sendable, Hashable {
     public var apnsID: UUID?
     /// The `retry-after` response header, as sent (FCM sends it with 429 and 503).
     public var retryAfter: String?
+    /// The `apns-channel-id` response header: the new channel's id in the answer to a broadcast channel's
+    /// creation (the id travels in this header, never in the body).
+    public var channelID: String?
     /// The response body, up to the transport's limit: the error object of a provider whose answers the
     /// fields above do not describe (FCM's `{"error": …}`), or a success's body (an OAuth token).
     public var body: [UInt8]
 
     public init(status: Int, reason: String? = nil, timestampMilliseconds: Int64? = nil, apnsID: UUID? = nil,
-                retryAfter: String? = nil, body: [UInt8] = []) {
+                retryAfter: String? = nil, channelID: String? = nil, body: [UInt8] = []) {
         self.status = status
         self.reason = reason
         self.timestampMilliseconds = timestampMilliseconds
         self.apnsID = apnsID
         self.retryAfter = retryAfter
+        self.channelID = channelID
         self.body = body
     }
 }

@@ -40,6 +40,9 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
         var status: Int?
         var apnsID: UUID?
         var retryAfter: String?
+        var channelID: String?
+        /// DATA bytes of this stream not yet handed back as stream-level WINDOW_UPDATE credit.
+        var unreturnedStreamCredit = 0
         var sawHeadersWithoutStatus = false
         var body: [UInt8] = []
     }
@@ -111,6 +114,12 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
         sendWindow -= pending.body.count
         streams[streamID] = OpenStream(
             onResult: pending.onResult, deadline: deadline, maximumBodyBytes: pending.maximumBodyBytes, keepsBody: pending.keepsBody)
+        guard !pending.body.isEmpty else {
+            // A GET or DELETE (the broadcast channel API): END_STREAM on the HEADERS, no DATA frame at all.
+            let headers = HTTP2Frame.FramePayload.Headers(headers: pending.headers, endStream: true)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(headers))), promise: nil)
+            return
+        }
         var buffer = context.channel.allocator.buffer(capacity: pending.body.count)
         buffer.writeBytes(pending.body)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: pending.headers)))), promise: nil)
@@ -197,6 +206,8 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
                     streams.values[index].status = status
                     streams.values[index].apnsID = headers.headers.first(name: "apns-id").flatMap { UUID(apnsIDString: $0) }
                     if status != 200 { streams.values[index].retryAfter = headers.headers.first(name: "retry-after") }
+                    // Only the broadcast channel API sends it (with 201, on creation); the scan costs little.
+                    streams.values[index].channelID = headers.headers.first(name: "apns-channel-id")
                 } else {
                     streams.values[index].sawHeadersWithoutStatus = true
                 }
@@ -208,7 +219,11 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
                     let room = streams.values[index].maximumBodyBytes - streams.values[index].body.count
                     if room > 0 { streams.values[index].body.append(contentsOf: buffer.readableBytesView.prefix(room)) }
                 }
-                if data.endStream { finishWithResponse(frame.streamID) }
+                if data.endStream {
+                    finishWithResponse(frame.streamID)
+                } else {
+                    returnStreamCredit(frame.streamID, index: index, bytes: data.data.readableBytes + (data.paddingBytes ?? 0))
+                }
             }
             // Last: writing the WINDOW_UPDATE lets NIO flush buffered frames, which can close streams re-entrantly.
             returnCredit(data.data.readableBytes + (data.paddingBytes ?? 0))
@@ -296,19 +311,38 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
         guard let status = stream.status else {
             return .closed(streamID: Int(streamID), resetCode: nil, sawHeadersWithoutStatus: true)
         }
-        let body = status == 200 || stream.keepsBody ? APNsResponseBody() : APNsResponseBody.parse(stream.body)
+        // An error's reason is parsed whether or not the body is kept: the broadcast channel API keeps its
+        // bodies (they carry data on success) and still answers errors in APNs' shape. FCM's and OAuth's error
+        // bodies have no top-level reason, so theirs stays nil.
+        let body = (200..<300).contains(status) ? APNsResponseBody() : APNsResponseBody.parse(stream.body)
         return .response(ProviderResponse(
             status: status,
             reason: body.reason,
             timestampMilliseconds: body.timestampMilliseconds,
             apnsID: stream.apnsID,
             retryAfter: stream.retryAfter,
+            channelID: stream.channelID,
             body: stream.keepsBody ? stream.body : []
         ))
     }
 
-    /// Returns connection-level flow-control credit for DATA received. Stream windows need no updates:
-    /// a response body is capped far below the initial 65,535 bytes.
+    /// Returns stream-level flow-control credit for a response body that spans several DATA frames. Push
+    /// answers come in one frame and never get here; a long answer (the list of a bundle's broadcast channels,
+    /// up to 10,000 ids) would otherwise stall once it filled the stream's initial 65,535-byte window. Bytes
+    /// beyond the body limit are credited too, so an oversized answer ends (truncated) instead of timing out.
+    private func returnStreamCredit(_ streamID: HTTP2StreamID, index: Dictionary<HTTP2StreamID, OpenStream>.Index, bytes: Int) {
+        streams.values[index].unreturnedStreamCredit += bytes
+        let increment = streams.values[index].unreturnedStreamCredit
+        guard increment >= Self.windowUpdateThreshold, let context else { return }
+        streams.values[index].unreturnedStreamCredit = 0
+        context.writeAndFlush(
+            wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .windowUpdate(windowSizeIncrement: increment))),
+            promise: nil
+        )
+    }
+
+    /// Returns connection-level flow-control credit for DATA received. Stream windows are handled by
+    /// ``returnStreamCredit(_:index:bytes:)``, only for bodies longer than one frame.
     private func returnCredit(_ bytes: Int) {
         unreturnedCredit += bytes
         guard unreturnedCredit >= Self.windowUpdateThreshold, let context else { return }
