@@ -9,6 +9,13 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var host: String = "127.0.0.1"
     /// The port to bind; `0` picks a free one (read it from ``APNsSimulator/start()``). Default `0`.
     public var port: Int = 0
+    /// The port of the broadcast channel management API (APNs serves it on its own host, port 2195 or 2196):
+    /// same certificate and authentication as ``port``. `0` picks a free one (read it from
+    /// ``APNsSimulator/channelsPort`` after start); `nil` does not serve it. Default `0`.
+    public var channelsPort: Int? = 0
+    /// Channels one bundle id may have at once; creating one more is `400 CannotCreateChannelConfig`.
+    /// APNs' limit is 10,000 per app and environment. Default 10,000.
+    public var channelLimit: Int = 10_000
     /// Where `ca.pem`, `ca-key.pem`, `server.pem` and `server-key.pem` live. They are generated on the first
     /// start when absent. Default: a per-process directory under the system temporary directory.
     public var certificateDirectory: String = NSTemporaryDirectory() + "pgpush-simulator-\(getpid())"

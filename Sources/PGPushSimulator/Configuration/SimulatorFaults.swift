@@ -32,6 +32,11 @@ public struct SimulatorFaults: Sendable {
     /// Fraction of requests answered in a shape APNs never sends (see ``MalformedAnswer``), for testing that
     /// a client gives every request an outcome anyway. Default 0.
     public var malformedAnswerRate: Double = 0
+    /// Errors of the broadcast channel management API (its own port). Default: none.
+    public var channelManagement: SimulatorRequestFaults = .init()
+    /// Errors of broadcast sends (`POST /4/broadcasts/apps/…` on the device port), instead of the per-token
+    /// faults above, which need a device token. Default: none.
+    public var broadcast: SimulatorRequestFaults = .init()
 
     /// No faults.
     public init() {}

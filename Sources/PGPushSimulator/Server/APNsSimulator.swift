@@ -9,12 +9,18 @@ import Synchronization
 /// APNs on loopback: HTTP/2 over TLS with APNs' validation, stream limits, provider-token rules and
 /// injectable faults, recording every accepted notification in a ledger.
 ///
+/// Live Activities too: the device port validates `liveactivity` pushes and takes broadcasts
+/// (`POST /4/broadcasts/apps/<bundle id>`), and a second port (``channelsPort``) serves the broadcast channel
+/// management API, with the same certificate and authentication. The channels live in ``channels``.
+///
 /// Use it in-process (`start()`, then `shutdown()`), or as a `Service` in a `ServiceGroup` (`run()`).
 public final class APNsSimulator: Service, Sendable {
     private let configuration: APNsSimulatorConfiguration
     private let logger: Logger
     private let context: SimulatorServerContext
     private let listener: SimulatorListener
+    /// The broadcast channel management API's listener; `nil` when ``APNsSimulatorConfiguration/channelsPort`` is.
+    private let channelsListener: SimulatorListener?
 
     /// - Parameters:
     ///   - configuration: Behaviour, faults and credentials; see ``APNsSimulatorConfiguration``.
@@ -25,18 +31,35 @@ public final class APNsSimulator: Service, Sendable {
         let context = SimulatorServerContext(configuration: configuration)
         self.context = context
         let certificateTopics = configuration.certificateTopics
+        let certificates = SimulatorCertificates(
+            directory: configuration.certificateDirectory, extraHostnames: configuration.certificateHostnames)
         self.listener = SimulatorListener(
             options: .init(host: configuration.host, port: configuration.port, threadCount: configuration.threadCount,
                            regenerateCertificates: configuration.regenerateCertificates,
                            clientCertificateCAFile: configuration.clientCertificateCAFile),
-            certificates: SimulatorCertificates(
-                directory: configuration.certificateDirectory, extraHostnames: configuration.certificateHostnames)
+            certificates: certificates
         ) { closer in
             ConnectionSetupHandler(abruptCloser: closer) { channel, closer, clientCertificatePresented in
                 SimulatorConnection(
                     server: context, channel: channel, abruptCloser: closer,
                     certificateTopics: clientCertificatePresented ? certificateTopics : nil,
                     number: context.counters.nextConnectionNumber())
+            }
+        }
+        self.channelsListener = configuration.channelsPort.map { channelsPort in
+            SimulatorListener(
+                // One thread: management requests are few. The device listener, started first, has already
+                // made (or regenerated) the certificates both use.
+                options: .init(host: configuration.host, port: channelsPort, threadCount: 1, regenerateCertificates: false,
+                               clientCertificateCAFile: configuration.clientCertificateCAFile),
+                certificates: certificates
+            ) { closer in
+                ConnectionSetupHandler(abruptCloser: closer) { channel, closer, clientCertificatePresented in
+                    SimulatorChannelConnection(
+                        server: context, channel: channel, abruptCloser: closer,
+                        certificateTopics: clientCertificatePresented ? certificateTopics : nil,
+                        number: context.counters.nextConnectionNumber())
+                }
             }
         }
     }
@@ -56,6 +79,16 @@ public final class APNsSimulator: Service, Sendable {
     /// The bound port once started.
     public var port: Int? { listener.port }
 
+    /// The bound port of the broadcast channel management API once started; `nil` before, or when
+    /// ``APNsSimulatorConfiguration/channelsPort`` is `nil`.
+    public var channelsPort: Int? { channelsListener?.port }
+
+    /// The broadcast channels, and every request the management API answered.
+    public var channels: SimulatorChannels { context.channels }
+
+    /// Every broadcast answered 200, in order.
+    public var broadcastLedger: [SimulatorBroadcastEntry] { context.broadcastLedger.all }
+
     /// Changes the token registry for requests that arrive from now on.
     public func updateRegistry(_ update: (inout SimulatorTokenRegistry) -> Void) {
         context.dynamic.withLock { update(&$0.registry) }
@@ -67,13 +100,24 @@ public final class APNsSimulator: Service, Sendable {
         context.counters.resetAttempts()
     }
 
-    /// Generates certificates if needed, binds, and returns the port. Calling it again returns the same port.
+    /// Generates certificates if needed, binds (the channel management port too, see ``channelsPort``), and
+    /// returns the device port. Calling it again returns the same port.
     @discardableResult
     public func start() async throws -> Int {
         let (port, started) = try await listener.start()
+        var channelsPort: Int?
+        if let channelsListener {
+            do {
+                channelsPort = try await channelsListener.start().port
+            } catch {
+                _ = await listener.shutdown()
+                throw error
+            }
+        }
         if started {
             logger.info("APNs simulator listening", metadata: [
                 "host": "\(configuration.host)", "port": "\(port)", "ca": "\(caCertificatePath)",
+                "channelsPort": "\(channelsPort.map(String.init) ?? "off")",
             ])
         }
         return port
@@ -88,7 +132,8 @@ public final class APNsSimulator: Service, Sendable {
 
     /// Stops listening, closes every connection, and logs the ledger summary. Safe to call more than once.
     public func shutdown() async {
-        guard await listener.shutdown() else { return }
+        let channelsWereRunning = await channelsListener?.shutdown() ?? false
+        guard await listener.shutdown() || channelsWereRunning else { return }
         context.ledger.flush()
         logger.info("APNs simulator stopped", metadata: ["summary": "\(summary)"])
     }
@@ -101,6 +146,7 @@ public final class APNsSimulator: Service, Sendable {
         return "accepted=\(ledger.acceptedCount) duplicateTokens=\(ledger.duplicates.count) "
             + "requests=\(statistics.requestsTotal) connections=\(statistics.connectionsAccepted) "
             + "streamLimitViolations=\(statistics.streamLimitViolations) goaways=\(statistics.goAwaysSent) "
-            + "resets=\(statistics.resets) responses: \(responses)"
+            + "resets=\(statistics.resets) broadcasts=\(context.broadcastLedger.all.count) "
+            + "channelRequests=\(context.channels.requests.count) responses: \(responses)"
     }
 }

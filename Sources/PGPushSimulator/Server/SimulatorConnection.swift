@@ -13,6 +13,10 @@ struct SimulatorResponse: Sendable {
     var apnsID: String
     /// Recorded in the ledger when (and only if) the response is written.
     var ledgerEntry: SimulatorLedger.StoredEntry?
+    /// A broadcast's answer carries `apns-request-id` (and, on success, `apns-unique-id`) instead of `apns-id`.
+    var broadcastHeaders: [(name: String, value: String)]? = nil
+    /// Recorded in the broadcast ledger when the response is written.
+    var broadcastEntry: SimulatorBroadcastEntry? = nil
     /// Set by the malformed-answer fault: written in this broken shape instead, never recorded in the ledger.
     var malformation: MalformedAnswer?
     /// Picks the variant within a malformation.
@@ -33,9 +37,7 @@ final class SimulatorConnection: SimulatorRequestHandler, @unchecked Sendable {
     let certificateTopics: [String]?
 
     private var authenticated: Bool
-    private var boundKeyID: String?
-    private var lastProviderToken: String?
-    private var lastProviderTokenIssuedAt: Int64 = 0
+    private var tokenSession = ProviderTokenSession()
 
     init(server: SimulatorServerContext, channel: Channel, abruptCloser: AbruptCloseHandler,
          certificateTopics: [String]?, number: Int) {
@@ -60,12 +62,14 @@ final class SimulatorConnection: SimulatorRequestHandler, @unchecked Sendable {
         if case .leaveUnanswered = connectionFault { return .leaveUnanswered }
 
         let now = server.configuration.now()
-        var response = decide(headers: headers, body: body, dynamic: dynamic, now: now)
+        var response = Self.isBroadcast(headers)
+            ? decideBroadcast(headers: BroadcastHeaders(headers), body: body, dynamic: dynamic, now: now)
+            : decide(headers: headers, body: body, dynamic: dynamic, now: now)
         if response.status == 200 && !authenticated {
             authenticated = true
             transport.advertise(limit: server.configuration.streamsAfterAuth, flush: false)
         }
-        if faults.malformedAnswerRate > 0 {
+        if faults.malformedAnswerRate > 0, response.broadcastHeaders == nil {
             let hash = FaultHash.hash(response.apnsID, seed: faults.seed, salt: 0xBAD0 &+ UInt64(requestNumber))
             if FaultHash.unit(hash) < faults.malformedAnswerRate {
                 let cases = MalformedAnswer.allCases
@@ -103,7 +107,11 @@ final class SimulatorConnection: SimulatorRequestHandler, @unchecked Sendable {
         let apnsID = request.apnsID ?? UUID().apnsIDString
 
         if certificateTopics == nil {
-            if let rejection = authenticate(request, now: now) { return reject(rejection, apnsID: apnsID) }
+            if let rejection = tokenSession.authenticate(
+                bearerToken: request.bearerToken, hasAuthorizationHeader: request.hasAuthorizationHeader,
+                authority: server.authority, now: now) {
+                return reject(rejection, apnsID: apnsID)
+            }
         }
 
         switch dynamic.registry.outcome(forToken: request.token, topic: request.topic, now: now) {
@@ -135,29 +143,64 @@ final class SimulatorConnection: SimulatorRequestHandler, @unchecked Sendable {
 
         let entry = SimulatorLedger.StoredEntry(
             token: request.token, apnsID: UUID(apnsIDString: apnsID) ?? UUID(), topic: request.topic,
-            payloadSHA256: nil, receivedAt: now)
+            payloadSHA256: nil, receivedAt: now, pushType: request.pushType, priority: request.priority.map { UInt8($0) })
         return SimulatorResponse(status: 200, apnsID: apnsID, ledgerEntry: entry)
     }
 
-    private func authenticate(_ request: ValidatedRequest, now: Date) -> SimulatorRejection? {
-        guard let jwt = request.bearerToken else {
-            return .init(status: 403, reason: request.hasAuthorizationHeader ? "InvalidProviderToken" : "MissingProviderToken")
+    // MARK: Broadcasts
+
+    /// Whether the request is for the broadcast endpoint (`/4/…`) rather than a device (`/3/device/…`).
+    /// `:path` comes third in every client's header block, so this is a short scan.
+    private static func isBroadcast(_ headers: HPACKHeaders) -> Bool {
+        for (name, value, _) in headers where name == ":path" { return value.hasPrefix("/4/") }
+        return false
+    }
+
+    /// `POST /4/broadcasts/apps/<bundle id>`: route, authenticate, inject the broadcast faults, then validate
+    /// against the channels the management port made.
+    private func decideBroadcast(headers: BroadcastHeaders, body: ByteBuffer, dynamic: SimulatorServerContext.Dynamic,
+                                 now: Date) -> SimulatorResponse {
+        var requestID = UUID().apnsIDString
+        func answer(_ status: Int, _ reason: String?, entry: SimulatorBroadcastEntry? = nil) -> SimulatorResponse {
+            var extra = [(name: "apns-request-id", value: requestID)]
+            if status == 200 { extra.append((name: "apns-unique-id", value: UUID().apnsIDString)) }
+            return SimulatorResponse(status: status, reason: reason, apnsID: requestID, broadcastHeaders: extra,
+                                     broadcastEntry: entry)
         }
-        if jwt == lastProviderToken {
-            // Same token as the previous request on this connection: only its age can have changed.
-            if server.authority.isExpired(issuedAt: lastProviderTokenIssuedAt, now: now) {
-                return .init(status: 403, reason: "ExpiredProviderToken")
-            }
-            return nil
+        let bundleID: String
+        switch BroadcastRequestValidator.route(method: headers.method, path: headers.path ?? "") {
+        case .success(let routed): bundleID = routed
+        case .failure(let rejection): return answer(rejection.status, rejection.reason)
         }
-        switch server.authority.authenticate(jwt: jwt, boundKeyID: boundKeyID, now: now) {
-        case .accepted(let keyID, let issuedAt):
-            boundKeyID = keyID
-            lastProviderToken = jwt
-            lastProviderTokenIssuedAt = issuedAt
-            return nil
-        case .rejected(let status, let reason):
-            return .init(status: status, reason: reason)
+        switch BroadcastRules.requestID(headers.requestID) {
+        case .success(let id): requestID = id
+        case .failure(let rejection): return answer(rejection.status, rejection.reason)
+        }
+        if let certificateTopics {
+            if !certificateTopics.isEmpty, !certificateTopics.contains(bundleID) { return answer(400, "TopicDisallowed") }
+        } else if let rejection = tokenSession.authenticate(
+            bearerToken: ProviderTokenSession.bearerToken(headers.authorization),
+            hasAuthorizationHeader: headers.authorization != nil, authority: server.authority, now: now) {
+            return answer(rejection.status, rejection.reason)
+        }
+        let faults = dynamic.faults
+        if let rejection = faults.broadcast.rejection(
+            requestNumber: server.counters.nextBroadcastNumber(), seed: faults.seed, salt: 0xB10AD) {
+            return answer(rejection.status, rejection.reason)
+        }
+        let channels = server.channels
+        let validated = BroadcastRequestValidator.validate(
+            headers, bundleID: bundleID, body: body,
+            allowedTopics: certificateTopics == nil ? server.configuration.allowedTopics : nil,
+            storagePolicy: { channels.storagePolicy(of: $0, bundleID: bundleID) })
+        switch validated {
+        case .failure(let rejection):
+            return answer(rejection.status, rejection.reason)
+        case .success(let broadcast):
+            let entry = SimulatorBroadcastEntry(
+                bundleID: broadcast.bundleID, channelID: broadcast.channelID, priority: broadcast.priority,
+                expiration: broadcast.expiration, payload: Array(body.readableBytesView), receivedAt: now)
+            return answer(200, nil, entry: entry)
         }
     }
 
@@ -178,6 +221,7 @@ final class SimulatorConnection: SimulatorRequestHandler, @unchecked Sendable {
         }
         server.statistics.recordResponse(status: response.status, reason: response.reason)
         if let entry = response.ledgerEntry { server.ledger.record(entry) }
+        if let entry = response.broadcastEntry { server.broadcastLedger.record(entry) }
     }
 
     private func wrapOutboundOut(_ payload: HTTP2Frame.FramePayload) -> NIOAny { NIOAny(payload) }
@@ -186,8 +230,12 @@ final class SimulatorConnection: SimulatorRequestHandler, @unchecked Sendable {
         var headers = HPACKHeaders()
         headers.reserveCapacity(3)
         headers.add(name: ":status", value: Self.statusText(response.status))
-        // Unique per response: indexing it would only churn both ends' HPACK tables.
-        headers.add(name: "apns-id", value: response.apnsID, indexing: .nonIndexable)
+        if let broadcastHeaders = response.broadcastHeaders {
+            for (name, value) in broadcastHeaders { headers.add(name: name, value: value, indexing: .nonIndexable) }
+        } else {
+            // Unique per response: indexing it would only churn both ends' HPACK tables.
+            headers.add(name: "apns-id", value: response.apnsID, indexing: .nonIndexable)
+        }
         if let reason = response.reason {
             headers.add(name: "content-type", value: "application/json")
             context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)

@@ -15,6 +15,11 @@ public struct SimulatorLedgerEntry: Sendable, Hashable, Codable {
     public var payloadSHA256: String
     /// When the request was accepted (the simulator's clock).
     public var receivedAt: Date
+    /// The `apns-push-type` header, if any (`liveactivity`, `alert`, …). Optional, so ledger files written
+    /// before it existed still decode.
+    public var pushType: String?
+    /// The `apns-priority` header, if any (absent means APNs' default, 10 for most push types).
+    public var priority: Int?
 }
 
 /// Every accepted notification, so tests and demos can check exactly-once delivery. Thread-safe.
@@ -28,10 +33,14 @@ public final class SimulatorLedger: Sendable {
         var topic: String?
         var payloadSHA256: SHA256Digest?
         var receivedAt: Date
+        var pushType: PushType? = nil
+        /// 10, 5 or 1 when sent; one byte rather than eight, the ledger holds millions in benchmarks.
+        var priority: UInt8? = nil
 
         var publicEntry: SimulatorLedgerEntry {
             SimulatorLedgerEntry(token: token, apnsID: apnsID.apnsIDString, topic: topic,
-                                 payloadSHA256: payloadSHA256.map(SimulatorLedger.hex) ?? "", receivedAt: receivedAt)
+                                 payloadSHA256: payloadSHA256.map(SimulatorLedger.hex) ?? "", receivedAt: receivedAt,
+                                 pushType: pushType?.rawValue, priority: priority.map(Int.init))
         }
     }
 
@@ -110,7 +119,9 @@ public final class SimulatorLedger: Sendable {
     private static func jsonLine(_ entry: SimulatorLedgerEntry) -> String {
         let topic = entry.topic.map { "\"\(escape($0))\"" } ?? "null"
         let millis = Int64(entry.receivedAt.timeIntervalSince1970 * 1000)
-        return #"{"token":"\#(entry.token)","apnsID":"\#(escape(entry.apnsID))","topic":\#(topic),"payloadSHA256":"\#(entry.payloadSHA256)","receivedAtMs":\#(millis)}"#
+        let pushType = entry.pushType.map { "\"\(escape($0))\"" } ?? "null"
+        let priority = entry.priority.map(String.init) ?? "null"
+        return #"{"token":"\#(entry.token)","apnsID":"\#(escape(entry.apnsID))","topic":\#(topic),"payloadSHA256":"\#(entry.payloadSHA256)","receivedAtMs":\#(millis),"pushType":\#(pushType),"priority":\#(priority)}"#
             + "\n"
     }
 

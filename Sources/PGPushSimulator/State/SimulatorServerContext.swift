@@ -29,9 +29,26 @@ final class SimulatorRequestCounters: Sendable {
         }
     }
 
-    /// Forgets the attempts per token (after the faults change).
+    /// Requests to the broadcast channel management API and broadcast sends, for their ``SimulatorRequestFaults``.
+    private let channelRequestCounter = Atomic<Int>(0)
+    private let broadcastCounter = Atomic<Int>(0)
+
+    /// The 1-based number of this channel management request since the faults last changed.
+    func nextChannelRequestNumber() -> Int {
+        channelRequestCounter.add(1, ordering: .relaxed).newValue
+    }
+
+    /// The 1-based number of this broadcast since the faults last changed.
+    func nextBroadcastNumber() -> Int {
+        broadcastCounter.add(1, ordering: .relaxed).newValue
+    }
+
+    /// Forgets the attempts per token and the per-API request counts (after the faults change), so a new
+    /// `failFirst` counts from the change.
     func resetAttempts() {
         attemptsByToken.withLock { $0.removeAll() }
+        channelRequestCounter.store(0, ordering: .relaxed)
+        broadcastCounter.store(0, ordering: .relaxed)
     }
 }
 
@@ -49,6 +66,12 @@ final class SimulatorServerContext: Sendable {
     let statistics: SimulatorStatisticsRecorder
     let counters = SimulatorRequestCounters()
     let dynamic: Mutex<Dynamic>
+    /// Broadcast channels, shared by the management port (which makes and deletes them) and the device port
+    /// (whose broadcasts name them).
+    let channels = SimulatorChannels()
+    let broadcastLedger = SimulatorBroadcastLedger()
+    /// The management port's answers, apart from the device port's ``statistics``.
+    let channelStatistics = SimulatorStatisticsRecorder()
 
     init(configuration: APNsSimulatorConfiguration) {
         self.configuration = configuration

@@ -17,6 +17,9 @@ struct ValidatedRequest: Sendable, Hashable {
     var apnsID: String?
     var bearerToken: String?
     var hasAuthorizationHeader: Bool
+    var pushType: PushType? = nil
+    /// `apns-priority`, when sent.
+    var priority: Int? = nil
 }
 
 /// APNs' request-shape rules as a pure function: method, path, headers, payload. Authentication and the
@@ -24,6 +27,11 @@ struct ValidatedRequest: Sendable, Hashable {
 ///
 /// Choices where Apple documents no reason: a body that is not a JSON object is `400 PayloadEmpty` (it carries
 /// no notification); a push-type whose required topic suffix is missing is `400 BadTopic`.
+///
+/// Live Activities (`apns-push-type: liveactivity`) have rules of their own: token authentication only
+/// (`400 InvalidPushType` on a certificate connection), a topic ending in `.push-type.liveactivity` (a bare
+/// bundle id is `400 DeviceTokenNotForTopic`, as clients observe), priority 5 or 10, and the payload rules of
+/// ``LiveActivityPayloadRules``.
 struct SimulatorRequestValidator: Sendable {
     var tokenHexLength: ClosedRange<Int>
     var allowedTopics: Set<String>?
@@ -86,6 +94,9 @@ struct SimulatorRequestValidator: Sendable {
             pushType = parsed
         }
 
+        if pushType == .liveactivity, certificateTopics != nil {
+            return .failure(.init(status: 400, reason: "InvalidPushType"))
+        }
         if let certificateTopics {
             if topic == nil { topic = certificateTopics.first }
             if let topic, !certificateTopics.isEmpty, !certificateTopics.contains(topic) {
@@ -94,6 +105,9 @@ struct SimulatorRequestValidator: Sendable {
         } else {
             guard let topic else { return .failure(.init(status: 400, reason: "MissingTopic")) }
             guard !topic.isEmpty, !topic.contains(" ") else { return .failure(.init(status: 400, reason: "BadTopic")) }
+        }
+        if let topic, pushType == .liveactivity, !topic.hasSuffix(PushType.liveactivity.topicSuffix) {
+            return .failure(.init(status: 400, reason: "DeviceTokenNotForTopic"))
         }
         if let topic, let pushType, !pushType.topicSuffix.isEmpty, !topic.hasSuffix(pushType.topicSuffix) {
             return .failure(.init(status: 400, reason: "BadTopic"))
@@ -110,6 +124,9 @@ struct SimulatorRequestValidator: Sendable {
         if let priority, priority != "10", priority != "5", priority != "1" {
             return .failure(.init(status: 400, reason: "BadPriority"))
         }
+        if pushType == .liveactivity, let priority, priority == "1" {
+            return .failure(.init(status: 400, reason: "BadPriority"))
+        }
         if let expiration, Int64(expiration).map({ $0 < 0 }) ?? true {
             return .failure(.init(status: 400, reason: "BadExpirationDate"))
         }
@@ -124,15 +141,14 @@ struct SimulatorRequestValidator: Sendable {
         guard body.readableBytes > 0 else { return .failure(.init(status: 400, reason: "PayloadEmpty")) }
         guard body.readableBytes <= limit else { return .failure(.init(status: 413, reason: "PayloadTooLarge")) }
         guard Self.looksLikeJSONObject(body) else { return .failure(.init(status: 400, reason: "PayloadEmpty")) }
-
-        var bearer: String?
-        if let authorization {
-            let scheme = authorization.prefix(7)
-            if scheme.lowercased() == "bearer " { bearer = String(authorization.dropFirst(7)) }
+        if pushType == .liveactivity, let rejection = LiveActivityPayloadRules.check(body, endpoint: .device) {
+            return .failure(rejection)
         }
+
         return .success(ValidatedRequest(
-            token: rawToken.lowercased(), topic: topic, apnsID: apnsID, bearerToken: bearer,
-            hasAuthorizationHeader: authorization != nil))
+            token: rawToken.lowercased(), topic: topic, apnsID: apnsID,
+            bearerToken: ProviderTokenSession.bearerToken(authorization),
+            hasAuthorizationHeader: authorization != nil, pushType: pushType, priority: priority.flatMap { Int($0) }))
     }
 
     static func isHex(_ text: Substring) -> Bool {
