@@ -21,6 +21,16 @@ struct SimulatorCommand: AsyncParsableCommand {
               pgpush simulator --token-key TEAM123456:KEY1234567:AuthKey.p8 --topic com.example.app
               pgpush simulator --token-key T:K:key.p8 --error-rate 0.01 --goaway-every 5000 --seed 7 --duration 60
 
+            Live Activities: pushes with apns-push-type liveactivity are checked like APNs does (topic ending in
+            .push-type.liveactivity, token authentication only, priority 5 or 10, aps.timestamp, aps.event and the
+            fields each event needs). Broadcasts (POST /4/broadcasts/apps/<bundle id>, apns-channel-id,
+            apns-expiration, apns-priority) are taken on the same port. The broadcast channel management API
+            (POST/GET/DELETE /1/apps/<bundle id>/channels, GET /1/apps/<bundle id>/all-channels) runs on
+            --channels-port (default 2195, as APNs' development host; a free port when --port is 0), with the same
+            CA and authentication; --channel-limit caps channels per bundle id.
+
+              pgpush simulator --token-key T:K:key.p8 --channels-port 0 --channel-error-rate 0.05
+
             Prints the port and CA path on start and the ledger summary on exit (SIGINT/SIGTERM or --duration).
             Clients that reach it by another name (a compose service, say) need --certificate-hostname NAME.
 
@@ -39,6 +49,13 @@ struct SimulatorCommand: AsyncParsableCommand {
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Port to bind (0 picks a free one).") var port = 2197
+    @Option(help: ArgumentHelp(
+        "Port of the broadcast channel management API (0 picks a free one; default 2195, or a free one when --port is 0).",
+        valueName: "port"))
+    var channelsPort: Int?
+    @Option(help: "Broadcast channels one bundle id may have (APNs: 10000).") var channelLimit = 10_000
+    @Option(help: "Fraction of channel management requests answered 503 ServiceUnavailable.") var channelErrorRate: Double = 0
+    @Option(help: "Fraction of broadcasts answered 503 ServiceUnavailable.") var broadcastErrorRate: Double = 0
     @Option(help: "Directory of ca.pem, ca-key.pem, server.pem, server-key.pem (generated when absent).")
     var certDir = "./.pgpush-simulator"
     @Flag(help: "Generate a new CA and server certificate even if they exist.") var regenerateCerts = false
@@ -101,6 +118,10 @@ struct SimulatorCommand: AsyncParsableCommand {
         let boundPort = try await simulator.start()
         // Written unbuffered: scripts wait for these lines to learn the port.
         Self.say("pgpush simulator: listening on \(host):\(boundPort)")
+        if let channelsPort = simulator.channelsPort {
+            // Not "listening on", which scripts take for the device port.
+            Self.say("pgpush simulator: broadcast channel management at \(host):\(channelsPort)")
+        }
         Self.say("pgpush simulator: CA certificate \(simulator.caCertificatePath)")
 
         var fcm: FCMSimulator?
@@ -147,6 +168,16 @@ struct SimulatorCommand: AsyncParsableCommand {
         var configuration = APNsSimulatorConfiguration()
         configuration.host = host
         configuration.port = port
+        // A throwaway simulator (--port 0) must not collide with another on the fixed channels port.
+        configuration.channelsPort = channelsPort ?? (port == 0 ? 0 : 2195)
+        guard channelLimit >= 0 else { throw ValidationError("--channel-limit must not be negative") }
+        configuration.channelLimit = channelLimit
+        for (name, rate) in [("--channel-error-rate", channelErrorRate), ("--broadcast-error-rate", broadcastErrorRate)]
+        where !(0...1).contains(rate) {
+            throw ValidationError("\(name) must be between 0 and 1")
+        }
+        configuration.faults.channelManagement.rate = channelErrorRate
+        configuration.faults.broadcast.rate = broadcastErrorRate
         configuration.certificateDirectory = certDir
         configuration.regenerateCertificates = regenerateCerts
         configuration.certificateHostnames = certificateHostname
