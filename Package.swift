@@ -28,6 +28,7 @@ let migrationFiles = [
     "0014_chunks_without_job_key.sql",
     "0015_pooled_topology.sql",
     "0016_job_audience.sql",
+    "0017_live_activities.sql",
 ]
 
 let package = Package(

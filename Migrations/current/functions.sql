@@ -107,6 +107,92 @@ BEGIN
 END;
 $function$;
 
+-- push.create_channel(app_id text, name text, storage_policy integer)
+CREATE OR REPLACE FUNCTION push.create_channel(app_id text, name text, storage_policy integer DEFAULT 0)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'push'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    app      push.apps%ROWTYPE;
+    existing push.channels%ROWTYPE;
+    made     bigint;
+BEGIN
+    PERFORM push.check_app_granted(create_channel.app_id);
+    SELECT * INTO app FROM push.apps a WHERE a.id = create_channel.app_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown app_id: %', create_channel.app_id
+            USING ERRCODE = 'foreign_key_violation', COLUMN = 'app_id';
+    END IF;
+    IF app.private_key_path IS NULL THEN
+        RAISE EXCEPTION 'app % has no APNs token authentication (a .p8 key): Live Activity broadcasts need it', create_channel.app_id
+            USING ERRCODE = 'check_violation', COLUMN = 'app_id';
+    END IF;
+    IF coalesce(create_channel.name, '') = '' OR length(create_channel.name) > 256 THEN
+        RAISE EXCEPTION 'name must be 1 to 256 characters: the key the channel is known by'
+            USING ERRCODE = 'check_violation', COLUMN = 'name';
+    END IF;
+    IF create_channel.storage_policy IS NULL OR create_channel.storage_policy NOT IN (0, 1) THEN
+        RAISE EXCEPTION 'storage_policy must be 0 (no message stored) or 1 (the latest message stored up to 8 hours)'
+            USING ERRCODE = 'check_violation', COLUMN = 'storage_policy';
+    END IF;
+
+    SELECT * INTO existing FROM push.channels c
+     WHERE c.app_id = create_channel.app_id AND c.name = create_channel.name AND c.state IN ('creating', 'active', 'deleting');
+    IF FOUND THEN
+        IF existing.state = 'deleting' THEN
+            RAISE EXCEPTION 'channel % of app % is being deleted: create it again once push.channels shows it deleted',
+                quote_literal(create_channel.name), create_channel.app_id
+                USING ERRCODE = 'check_violation', COLUMN = 'name';
+        END IF;
+        IF existing.storage_policy <> create_channel.storage_policy THEN
+            RAISE EXCEPTION 'channel % of app % exists with storage_policy %: a channel''s policy is fixed when it is made',
+                quote_literal(create_channel.name), create_channel.app_id, existing.storage_policy
+                USING ERRCODE = 'check_violation', COLUMN = 'storage_policy';
+        END IF;
+        -- The same request again (a producer's retry) is the same channel.
+        RETURN existing.id;
+    END IF;
+
+    INSERT INTO push.channels AS c (app_id, name, storage_policy)
+    VALUES (create_channel.app_id, create_channel.name, create_channel.storage_policy)
+    RETURNING c.id INTO made;
+    PERFORM pg_notify('pgpush_channels', '');
+    RETURN made;
+END;
+$function$;
+
+-- push.delete_channel(app_id text, name text)
+CREATE OR REPLACE FUNCTION push.delete_channel(app_id text, name text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'push'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    channel push.channels%ROWTYPE;
+BEGIN
+    PERFORM push.check_app_granted(delete_channel.app_id);
+    SELECT * INTO channel FROM push.channels c
+     WHERE c.app_id = delete_channel.app_id AND c.name = delete_channel.name AND c.state IN ('creating', 'active', 'deleting')
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'app % has no channel % (or it is already deleted)', delete_channel.app_id, quote_literal(delete_channel.name)
+            USING ERRCODE = 'no_data_found', COLUMN = 'name';
+    END IF;
+    IF channel.state <> 'deleting' THEN
+        UPDATE push.channels c
+           SET state = 'deleting', attempts = 0, next_attempt_at = now(), failure_reason = NULL, updated_at = now()
+         WHERE c.id = channel.id;
+        PERFORM pg_notify('pgpush_channels', '');
+    END IF;
+    RETURN channel.id;
+END;
+$function$;
+
 -- push.drop_delivery_partitions(keep interval)
 CREATE OR REPLACE FUNCTION push.drop_delivery_partitions(keep interval)
  RETURNS integer
@@ -133,8 +219,8 @@ BEGIN
 END;
 $function$;
 
--- push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb)
-CREATE OR REPLACE FUNCTION push.enqueue(app_id text, payload jsonb DEFAULT NULL::jsonb, push_type text DEFAULT 'alert'::text, apns_priority integer DEFAULT NULL::integer, tokens text[] DEFAULT NULL::text[], user_ids text[] DEFAULT NULL::text[], tags text[] DEFAULT NULL::text[], send_at timestamp with time zone DEFAULT now(), expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_id text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority integer DEFAULT 0, fcm jsonb DEFAULT NULL::jsonb)
+-- push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text)
+CREATE OR REPLACE FUNCTION push.enqueue(app_id text, payload jsonb DEFAULT NULL::jsonb, push_type text DEFAULT NULL::text, apns_priority integer DEFAULT NULL::integer, tokens text[] DEFAULT NULL::text[], user_ids text[] DEFAULT NULL::text[], tags text[] DEFAULT NULL::text[], send_at timestamp with time zone DEFAULT now(), expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_id text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority integer DEFAULT 0, fcm jsonb DEFAULT NULL::jsonb, activity_ids text[] DEFAULT NULL::text[], activity_type text DEFAULT NULL::text, channel text DEFAULT NULL::text)
  RETURNS bigint
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -149,10 +235,12 @@ BEGIN
             USING ERRCODE = 'check_violation', COLUMN = 'apns_priority';
     END IF;
     INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
-                                expires_at, collapse_id, idempotency_key, priority, fcm)
+                                expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
+                                channel)
     VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
             enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
-            enqueue.idempotency_key, enqueue.priority, enqueue.fcm)
+            enqueue.idempotency_key, enqueue.priority, enqueue.fcm, enqueue.activity_ids, enqueue.activity_type,
+            enqueue.channel)
     ON CONFLICT (app_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING j.id INTO job_id;
 
@@ -302,6 +390,19 @@ BEGIN
 END;
 $function$;
 
+-- push.notify_channel_state()
+CREATE OR REPLACE FUNCTION push.notify_channel_state()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'push'
+AS $function$
+BEGIN
+    PERFORM pg_notify('pgpush_channel_state', json_build_object(
+        'app_id', NEW.app_id, 'name', NEW.name, 'state', NEW.state, 'channel_id', NEW.channel_id)::text);
+    RETURN NULL;
+END;
+$function$;
+
 -- push.notify_jobs_inserted()
 CREATE OR REPLACE FUNCTION push.notify_jobs_inserted()
  RETURNS trigger
@@ -315,8 +416,8 @@ BEGIN
 END;
 $function$;
 
--- push.register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text)
-CREATE OR REPLACE FUNCTION push.register_device(app_id text, token text, user_id text DEFAULT NULL::text, tags text[] DEFAULT '{}'::text[], replaces text DEFAULT NULL::text, platform text DEFAULT 'ios'::text)
+-- push.register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text)
+CREATE OR REPLACE FUNCTION push.register_device(app_id text, token text, user_id text DEFAULT NULL::text, tags text[] DEFAULT '{}'::text[], replaces text DEFAULT NULL::text, platform text DEFAULT 'ios'::text, token_kind text DEFAULT 'device'::text, activity_id text DEFAULT NULL::text, activity_type text DEFAULT NULL::text)
  RETURNS void
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -324,8 +425,9 @@ CREATE OR REPLACE FUNCTION push.register_device(app_id text, token text, user_id
 AS $function$
 #variable_conflict use_column
 DECLARE
-    normalized text;
-    rule       text;
+    normalized  text;
+    rule        text;
+    rotated_at  timestamptz;
 BEGIN
     PERFORM push.check_app_granted(register_device.app_id);
     IF NOT EXISTS (SELECT 1 FROM push.apps a WHERE a.id = register_device.app_id) THEN
@@ -335,6 +437,38 @@ BEGIN
     IF register_device.platform IS NULL OR register_device.platform NOT IN ('ios', 'android') THEN
         RAISE EXCEPTION 'platform must be ''ios'' or ''android'''
             USING ERRCODE = 'check_violation', COLUMN = 'platform';
+    END IF;
+    IF register_device.token_kind IS NULL OR register_device.token_kind NOT IN ('device', 'activity', 'activity_start') THEN
+        RAISE EXCEPTION 'token_kind must be ''device'', ''activity'' (a Live Activity''s update token) or ''activity_start'' (a push-to-start token)'
+            USING ERRCODE = 'check_violation', COLUMN = 'token_kind';
+    END IF;
+    IF register_device.token_kind <> 'device' AND register_device.platform <> 'ios' THEN
+        RAISE EXCEPTION 'token_kind % is an iOS Live Activity token: platform must be ''ios''', quote_literal(register_device.token_kind)
+            USING ERRCODE = 'check_violation', COLUMN = 'token_kind';
+    END IF;
+    IF register_device.token_kind = 'activity' AND coalesce(register_device.activity_id, '') = '' THEN
+        RAISE EXCEPTION 'activity_id is required for token_kind ''activity'': the key of the running activity the update token belongs to'
+            USING ERRCODE = 'check_violation', COLUMN = 'activity_id';
+    END IF;
+    IF register_device.token_kind = 'activity_start' AND coalesce(register_device.activity_type, '') = '' THEN
+        RAISE EXCEPTION 'activity_type is required for token_kind ''activity_start'': the ActivityAttributes type the token starts'
+            USING ERRCODE = 'check_violation', COLUMN = 'activity_type';
+    END IF;
+    IF register_device.activity_id IS NOT NULL AND register_device.token_kind <> 'activity' THEN
+        RAISE EXCEPTION 'activity_id is only for token_kind ''activity'' (an update token), not %', quote_literal(register_device.token_kind)
+            USING ERRCODE = 'check_violation', COLUMN = 'activity_id';
+    END IF;
+    IF register_device.activity_type IS NOT NULL AND register_device.token_kind = 'device' THEN
+        RAISE EXCEPTION 'activity_type is only for Live Activity tokens (token_kind ''activity_start'' or ''activity'')'
+            USING ERRCODE = 'check_violation', COLUMN = 'activity_type';
+    END IF;
+    IF length(register_device.activity_id) > 256 THEN
+        RAISE EXCEPTION 'activity_id is % characters long: an activity id is at most 256 characters', length(register_device.activity_id)
+            USING ERRCODE = 'check_violation', COLUMN = 'activity_id';
+    END IF;
+    IF length(register_device.activity_type) > 256 THEN
+        RAISE EXCEPTION 'activity_type is % characters long: a type name is at most 256 characters', length(register_device.activity_type)
+            USING ERRCODE = 'check_violation', COLUMN = 'activity_type';
     END IF;
     IF register_device.platform = 'ios' THEN
         rule := 'an APNs device token is 64 to 200 hex characters';
@@ -369,15 +503,32 @@ BEGIN
             USING ERRCODE = 'check_violation', COLUMN = 'tags';
     END IF;
 
-    INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform)
+    IF register_device.token_kind = 'activity' THEN
+        -- A new update token for the same activity rotates it: the old one is gone, and the new one takes its
+        -- place in the audience of a job already running, as `replaces` does.
+        DELETE FROM push.devices d
+         WHERE d.app_id = register_device.app_id AND d.token_kind = 'activity'
+           AND d.activity_id = register_device.activity_id AND d.token <> normalized
+        RETURNING d.created_at INTO rotated_at;
+    END IF;
+
+    INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform, token_kind, activity_id, activity_type)
     VALUES (register_device.app_id, normalized, register_device.user_id, register_device.tags, clock_timestamp(),
-            register_device.platform)
+            register_device.platform, register_device.token_kind, register_device.activity_id, register_device.activity_type)
     ON CONFLICT ON CONSTRAINT devices_pkey DO UPDATE
        SET user_id = EXCLUDED.user_id, tags = EXCLUDED.tags, registered_at = EXCLUDED.registered_at,
-           platform = EXCLUDED.platform,
-           -- A token moved to the other platform is a new device there: a running broadcast that already
-           -- sent it on the old platform must not send it again on the new one.
-           created_at = CASE WHEN d.platform = EXCLUDED.platform THEN d.created_at ELSE EXCLUDED.created_at END;
+           platform = EXCLUDED.platform, token_kind = EXCLUDED.token_kind, activity_id = EXCLUDED.activity_id,
+           activity_type = EXCLUDED.activity_type,
+           -- A token moved to the other platform or kind is a new device there: a running broadcast that
+           -- already sent it as the old one must not send it again as the new one.
+           created_at = CASE WHEN d.platform = EXCLUDED.platform AND d.token_kind = EXCLUDED.token_kind
+                             THEN d.created_at ELSE EXCLUDED.created_at END;
+
+    IF rotated_at IS NOT NULL THEN
+        UPDATE push.devices n SET created_at = rotated_at
+         WHERE n.app_id = register_device.app_id AND n.token = normalized
+           AND n.created_at IS NOT NULL AND rotated_at < n.created_at;
+    END IF;
 
     IF register_device.replaces IS NOT NULL THEN
         -- The new token is the same device under a new name: it keeps the replaced device's place in the
@@ -424,6 +575,24 @@ CREATE OR REPLACE FUNCTION push.session_role()
  STABLE
 AS $function$
     SELECT coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user)::name
+$function$;
+
+-- push.token_in_audience(app_id text, token text, audience_kind text, activity_type text)
+CREATE OR REPLACE FUNCTION push.token_in_audience(app_id text, token text, audience_kind text, activity_type text)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'push'
+AS $function$
+    SELECT CASE token_in_audience.audience_kind
+           WHEN 'device' THEN NOT EXISTS (
+               SELECT 1 FROM push.devices d
+                WHERE d.app_id = token_in_audience.app_id AND d.token = token_in_audience.token AND d.token_kind <> 'device')
+           WHEN 'activity_start' THEN EXISTS (
+               SELECT 1 FROM push.devices d
+                WHERE d.app_id = token_in_audience.app_id AND d.token = token_in_audience.token
+                  AND d.token_kind = 'activity_start' AND d.activity_type = token_in_audience.activity_type)
+           ELSE true END
 $function$;
 
 -- push.token_platform(token text, has_apns boolean, has_fcm boolean)
@@ -585,6 +754,10 @@ DECLARE
     bad_token      text;
     reserved_key   text;
     audiences      integer;
+    live           boolean;
+    aps            jsonb;
+    event          text;
+    channel_row    push.channels%ROWTYPE;
 BEGIN
     -- Checked before anything else, the idempotency lookup included, so a restricted login learns nothing of
     -- another app's jobs. Until the first grant nobody is restricted, and that costs one probe.
@@ -620,15 +793,131 @@ BEGIN
             USING ERRCODE = 'check_violation', COLUMN = 'payload';
     END IF;
 
-    NEW.push_type := coalesce(NEW.push_type, 'alert');
+    NEW.push_type := coalesce(NEW.push_type, CASE WHEN NEW.channel IS NOT NULL THEN 'liveactivity' ELSE 'alert' END);
     IF NEW.push_type NOT IN ('alert', 'background', 'location', 'voip', 'complication', 'fileprovider',
                              'mdm', 'liveactivity', 'pushtotalk', 'widgets') THEN
         RAISE EXCEPTION 'push_type % is not one of APNs'' push types (alert, background, location, voip, complication, fileprovider, mdm, liveactivity, pushtotalk, widgets)', quote_literal(NEW.push_type)
             USING ERRCODE = 'check_violation', COLUMN = 'push_type';
     END IF;
 
-    -- Measured on the exact bytes the worker sends: the jsonb's text form.
-    limit_bytes := CASE WHEN NEW.push_type = 'voip' THEN 5120 ELSE 4096 END;
+    live := NEW.push_type = 'liveactivity';
+    IF NEW.activity_ids IS NOT NULL AND NOT live THEN
+        RAISE EXCEPTION 'activity_ids is only for push_type ''liveactivity'', not %', quote_literal(NEW.push_type)
+            USING ERRCODE = 'check_violation', COLUMN = 'activity_ids';
+    END IF;
+    IF NEW.activity_type IS NOT NULL AND NOT live THEN
+        RAISE EXCEPTION 'activity_type is only for push_type ''liveactivity'', not %', quote_literal(NEW.push_type)
+            USING ERRCODE = 'check_violation', COLUMN = 'activity_type';
+    END IF;
+    IF NEW.channel IS NOT NULL AND NOT live THEN
+        RAISE EXCEPTION 'a channel broadcast is push_type ''liveactivity'', not %', quote_literal(NEW.push_type)
+            USING ERRCODE = 'check_violation', COLUMN = 'push_type';
+    END IF;
+    NEW.channel_id := NULL;
+    IF live THEN
+        -- APNs takes Live Activity pushes over token authentication only.
+        IF app.private_key_path IS NULL THEN
+            RAISE EXCEPTION 'push_type liveactivity needs APNs token authentication (a .p8 key), and app % has %', NEW.app_id,
+                CASE WHEN app.certificate_path IS NOT NULL THEN 'only a certificate, which APNs refuses for Live Activities'
+                     ELSE 'no APNs credential' END
+                USING ERRCODE = 'check_violation', COLUMN = 'push_type';
+        END IF;
+        IF NEW.fcm IS NOT NULL THEN
+            RAISE EXCEPTION 'fcm is given, but Live Activities are iOS only'
+                USING ERRCODE = 'check_violation', COLUMN = 'fcm';
+        END IF;
+        -- No Android message: an Android device is never in a Live Activity's audience.
+        has_fcm := false;
+        aps := NEW.payload -> 'aps';
+        IF jsonb_typeof(aps -> 'timestamp') IS DISTINCT FROM 'number' OR (aps ->> 'timestamp')::numeric <= 0
+           OR (aps ->> 'timestamp')::numeric <> trunc((aps ->> 'timestamp')::numeric) THEN
+            RAISE EXCEPTION 'payload aps.timestamp is required for push_type liveactivity: an integer, UNIX seconds'
+                USING ERRCODE = 'check_violation', COLUMN = 'payload';
+        END IF;
+        event := CASE WHEN jsonb_typeof(aps -> 'event') = 'string' THEN aps ->> 'event' END;
+        IF event IS NULL OR event NOT IN ('start', 'update', 'end') THEN
+            RAISE EXCEPTION 'payload aps.event must be "start", "update" or "end" for push_type liveactivity'
+                USING ERRCODE = 'check_violation', COLUMN = 'payload';
+        END IF;
+        IF event IN ('update', 'end') AND jsonb_typeof(aps -> 'content-state') IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION 'payload aps.content-state is required for event %: the activity''s dynamic state, an object', event
+                USING ERRCODE = 'check_violation', COLUMN = 'payload';
+        END IF;
+        IF event = 'start' THEN
+            IF jsonb_typeof(aps -> 'alert') IS NULL OR jsonb_typeof(aps -> 'alert') NOT IN ('object', 'string') THEN
+                RAISE EXCEPTION 'payload aps.alert is required for event start'
+                    USING ERRCODE = 'check_violation', COLUMN = 'payload';
+            END IF;
+            IF jsonb_typeof(aps -> 'attributes-type') IS DISTINCT FROM 'string' OR aps ->> 'attributes-type' = '' THEN
+                RAISE EXCEPTION 'payload aps.attributes-type is required for event start: the ActivityAttributes type name'
+                    USING ERRCODE = 'check_violation', COLUMN = 'payload';
+            END IF;
+            IF jsonb_typeof(aps -> 'attributes') IS DISTINCT FROM 'object' THEN
+                RAISE EXCEPTION 'payload aps.attributes is required for event start: the activity''s static attributes, an object'
+                    USING ERRCODE = 'check_violation', COLUMN = 'payload';
+            END IF;
+        END IF;
+        IF NEW.activity_type IS NOT NULL THEN
+            IF event <> 'start' THEN
+                RAISE EXCEPTION 'activity_type selects push-to-start tokens, so aps.event must be "start", not %', quote_literal(event)
+                    USING ERRCODE = 'check_violation', COLUMN = 'activity_type';
+            END IF;
+            IF aps ->> 'attributes-type' <> NEW.activity_type THEN
+                RAISE EXCEPTION 'activity_type % does not match the payload''s aps.attributes-type %',
+                    quote_literal(NEW.activity_type), quote_literal(aps ->> 'attributes-type')
+                    USING ERRCODE = 'check_violation', COLUMN = 'activity_type';
+            END IF;
+        ELSIF event = 'start' AND NEW.tokens IS NULL AND NEW.channel IS NULL THEN
+            RAISE EXCEPTION 'a start goes to push-to-start tokens: give activity_type (or explicit tokens)'
+                USING ERRCODE = 'check_violation', COLUMN = 'activity_type';
+        END IF;
+        IF NEW.activity_ids IS NOT NULL AND event = 'start' THEN
+            RAISE EXCEPTION 'activity_ids address running activities: a start goes to push-to-start tokens by activity_type'
+                USING ERRCODE = 'check_violation', COLUMN = 'activity_ids';
+        END IF;
+        IF NEW.apns_priority IS NOT NULL AND NEW.apns_priority NOT IN (10, 5) AND NEW.channel IS NULL THEN
+            RAISE EXCEPTION 'apns_priority % is not valid for push_type liveactivity: APNs accepts 5 or 10', NEW.apns_priority
+                USING ERRCODE = 'check_violation', COLUMN = 'apns_priority';
+        END IF;
+
+        IF NEW.channel IS NOT NULL THEN
+            IF NEW.tokens IS NOT NULL OR NEW.user_ids IS NOT NULL OR NEW.tags IS NOT NULL OR NEW.activity_ids IS NOT NULL
+               OR NEW.activity_type IS NOT NULL THEN
+                RAISE EXCEPTION 'a channel broadcast reaches the channel''s subscribers: give no tokens, user_ids, tags, activity_ids or activity_type'
+                    USING ERRCODE = 'check_violation', COLUMN = 'channel';
+            END IF;
+            IF event = 'start' THEN
+                RAISE EXCEPTION 'a channel broadcast updates or ends activities: aps.event "start" is not allowed'
+                    USING ERRCODE = 'check_violation', COLUMN = 'payload';
+            END IF;
+            SELECT * INTO channel_row FROM push.channels c
+             WHERE c.app_id = NEW.app_id AND c.name = NEW.channel AND c.state IN ('creating', 'active', 'deleting');
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'app % has no channel % (unknown, failed or deleted)', NEW.app_id, quote_literal(NEW.channel)
+                    USING ERRCODE = 'check_violation', COLUMN = 'channel';
+            END IF;
+            IF channel_row.state <> 'active' THEN
+                RAISE EXCEPTION 'channel % is not active (state %)%', quote_literal(NEW.channel), channel_row.state,
+                    CASE WHEN channel_row.state = 'creating' THEN ': wait until push.channels shows it active' ELSE '' END
+                    USING ERRCODE = 'check_violation', COLUMN = 'channel';
+            END IF;
+            IF channel_row.storage_policy = 0 AND NEW.expires_at IS NOT NULL THEN
+                RAISE EXCEPTION 'expires_at is not allowed on channel %: it has storage_policy 0, so APNs stores nothing and takes no expiration',
+                    quote_literal(NEW.channel)
+                    USING ERRCODE = 'check_violation', COLUMN = 'expires_at';
+            END IF;
+            NEW.channel_id := channel_row.channel_id;
+            -- A policy-1 channel stores the latest message up to 8 hours; without an expiry the job's message
+            -- stays that long, and is not sent at all once it is older.
+            IF channel_row.storage_policy = 1 AND NEW.expires_at IS NULL THEN
+                NEW.expires_at := coalesce(NEW.send_at, now()) + interval '8 hours';
+            END IF;
+        END IF;
+    END IF;
+    NEW.audience_kind := CASE WHEN NOT live THEN 'device' WHEN NEW.activity_type IS NOT NULL THEN 'activity_start' ELSE 'activity' END;
+
+    -- Measured on the exact bytes the worker sends: the jsonb's text form. A channel broadcast may carry 5 KB.
+    limit_bytes := CASE WHEN NEW.push_type = 'voip' OR NEW.channel IS NOT NULL THEN 5120 ELSE 4096 END;
     payload_bytes := octet_length(NEW.payload::text);
     IF payload_bytes > limit_bytes THEN
         RAISE EXCEPTION 'payload is % bytes, over the %-byte limit for push_type %', payload_bytes, limit_bytes, NEW.push_type
@@ -677,10 +966,15 @@ BEGIN
             USING ERRCODE = 'check_violation', COLUMN = 'expires_at';
     END IF;
 
-    audiences := (NEW.tokens IS NOT NULL)::int + (NEW.user_ids IS NOT NULL)::int + (NEW.tags IS NOT NULL)::int;
+    audiences := (NEW.tokens IS NOT NULL)::int + (NEW.user_ids IS NOT NULL)::int + (NEW.tags IS NOT NULL)::int
+                 + (NEW.activity_ids IS NOT NULL)::int;
     IF audiences > 1 THEN
-        RAISE EXCEPTION 'give at most one audience: tokens, user_ids or tags'
-            USING ERRCODE = 'check_violation', COLUMN = 'tokens';
+        RAISE EXCEPTION 'give at most one audience: tokens, user_ids, tags or activity_ids'
+            USING ERRCODE = 'check_violation', COLUMN = CASE WHEN NEW.activity_ids IS NOT NULL THEN 'activity_ids' ELSE 'tokens' END;
+    END IF;
+    IF NEW.activity_ids IS NOT NULL AND (cardinality(NEW.activity_ids) = 0 OR array_position(NEW.activity_ids, NULL) IS NOT NULL) THEN
+        RAISE EXCEPTION 'activity_ids must be a non-empty list without NULLs'
+            USING ERRCODE = 'check_violation', COLUMN = 'activity_ids';
     END IF;
     IF NEW.tokens IS NOT NULL THEN
         IF cardinality(NEW.tokens) = 0 THEN

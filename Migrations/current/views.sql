@@ -78,24 +78,29 @@ CREATE OR REPLACE VIEW push.job_progress AS
     j.audience_at,
     j.removed_before_send,
     j.added_before_send,
-    j.cancelled_tokens
+    j.cancelled_tokens,
+    j.channel
    FROM push.jobs j
      CROSS JOIN LATERAL ( SELECT
                 CASE
                     WHEN j.total IS NOT NULL THEN NULL::bigint[]
+                    WHEN j.channel IS NOT NULL THEN ARRAY[1::bigint, 0::bigint]
+                    WHEN j.activity_ids IS NOT NULL THEN ( SELECT ARRAY[count(*), 0::bigint] AS "array"
+                       FROM push.devices d
+                      WHERE d.app_id = j.app_id AND d.token_kind = 'activity'::text AND (d.activity_id = ANY (j.activity_ids)))
                     WHEN j.tokens IS NOT NULL THEN ( SELECT ARRAY[count(*), count(*) FILTER (WHERE a.fcm_project_id IS NOT NULL AND NOT (x.x ~ '^[0-9A-Fa-f]{64,200}$'::text AND (a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL)))] AS "array"
                        FROM unnest(j.tokens) x(x),
                         push.apps a
                       WHERE a.id = j.app_id)
                     WHEN j.user_ids IS NOT NULL THEN ( SELECT ARRAY[count(*), count(*) FILTER (WHERE d.platform = 'android'::text)] AS "array"
                        FROM push.devices d
-                      WHERE d.app_id = j.app_id AND (d.user_id = ANY (j.user_ids)))
+                      WHERE d.app_id = j.app_id AND (d.user_id = ANY (j.user_ids)) AND d.token_kind = j.audience_kind AND (j.activity_type IS NULL OR d.activity_type = j.activity_type))
                     WHEN j.tags IS NOT NULL THEN ( SELECT ARRAY[count(*), count(*) FILTER (WHERE d.platform = 'android'::text)] AS "array"
                        FROM push.devices d
-                      WHERE d.app_id = j.app_id AND d.tags && j.tags)
+                      WHERE d.app_id = j.app_id AND d.tags && j.tags AND d.token_kind = j.audience_kind AND (j.activity_type IS NULL OR d.activity_type = j.activity_type))
                     ELSE ( SELECT ARRAY[count(*), count(*) FILTER (WHERE d.platform = 'android'::text)] AS "array"
                        FROM push.devices d
-                      WHERE d.app_id = j.app_id)
+                      WHERE d.app_id = j.app_id AND d.token_kind = j.audience_kind AND (j.activity_type IS NULL OR d.activity_type = j.activity_type))
                 END AS audience) c
      CROSS JOIN LATERAL ( SELECT COALESCE(j.total, c.audience[1]) AS total,
                 CASE

@@ -21,11 +21,16 @@ public struct EnqueueRequest: Sendable {
     public var priority: Int32?
     /// The Android message (FCM's message fields without the target) as JSON text.
     public var fcm: String?
+    /// A Live Activity update's activities, a start's ActivityAttributes type, or a broadcast channel's name.
+    public var activityIDs: [String]?
+    public var activityType: String?
+    public var channel: String?
 
     public init(
         appID: String, payload: String?, pushType: String?, apnsPriority: Int32?, tokens: [String]?, userIDs: [String]?,
         tags: [String]?, sendAt: Date?, expiresAt: Date?, ttlSeconds: Double?, collapseID: String?,
-        idempotencyKey: String?, priority: Int32?, fcm: String? = nil
+        idempotencyKey: String?, priority: Int32?, fcm: String? = nil, activityIDs: [String]? = nil,
+        activityType: String? = nil, channel: String? = nil
     ) {
         self.appID = appID
         self.payload = payload
@@ -41,6 +46,9 @@ public struct EnqueueRequest: Sendable {
         self.idempotencyKey = idempotencyKey
         self.priority = priority
         self.fcm = fcm
+        self.activityIDs = activityIDs
+        self.activityType = activityType
+        self.channel = channel
     }
 }
 
@@ -82,7 +90,10 @@ extension OperatorStore {
                 collapse_id => \(r.collapseID)::text,
                 idempotency_key => \(r.idempotencyKey)::text,
                 priority => \(r.priority)::integer,
-                fcm => \(r.fcm)::jsonb)
+                fcm => \(r.fcm)::jsonb,
+                activity_ids => \(r.activityIDs)::text[],
+                activity_type => \(r.activityType)::text,
+                channel => \(r.channel)::text)
             """)
         return try rows.first?.decode(Int64.self)
     }

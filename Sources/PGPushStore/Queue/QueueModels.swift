@@ -81,6 +81,15 @@ public struct JobDetails: Sendable, Hashable {
     public var tags: [String]?
     /// The Android message (FCM's message fields without the target), for a chunk of Android devices.
     public var fcmMessage: [UInt8]?
+    /// The kind of token the job reaches (`push.jobs.audience_kind`): `device`, `activity` or `activity_start`.
+    public var audienceKind: String = "device"
+    /// A start's ActivityAttributes type: only push-to-start tokens of that type are in the audience.
+    public var activityType: String?
+    /// An update's activities: only their update tokens are in the audience.
+    public var activityIDs: [String]?
+    /// APNs' id of the broadcast channel of a channel job, whose one "token" it is: one request to
+    /// `/4/broadcasts/apps/<bundle id>` instead of one per device.
+    public var channelID: String?
 
     public init(
         id: Int64, appID: String, payload: [UInt8], pushType: String = "alert", apnsPriority: Int = 10,

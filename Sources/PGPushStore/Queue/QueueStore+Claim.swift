@@ -65,19 +65,26 @@ extension QueueStore {
             SELECT c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token,
                    coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims, c.estimated_tokens,
                    j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags,
-                   j.failure_reason, c.platform, CASE WHEN c.platform = 'android' THEN j.fcm::text END
+                   j.failure_reason, c.platform, CASE WHEN c.platform = 'android' THEN j.fcm::text END,
+                   j.audience_kind, j.activity_type, j.activity_ids, j.channel_id
               FROM claimed c JOIN push.jobs j ON j.id = c.job_id
             """)
         // The claim does not keep the candidates' order; restore it so urgent chunks start first.
         return try rows.map { row in
             let (id, jobID, appID, priority, seq, kind, lo, hi, tokens, attempt, lastReason, claims, estimated,
-                 payload, pushType, apnsPriority, expiresAt, collapseID, userIDs, tags, failure, platform, fcm) = try row.decode(
+                 payload, pushType, apnsPriority, expiresAt, collapseID, userIDs, tags, failure, platform, fcm,
+                 audienceKind, activityType, activityIDs, channelID) = try row.decode(
                 (Int64, Int64, String, Int, Int, String, String?, String?, [String], Int, String?, Int, Int,
-                 String, String, Int, Date?, String?, [String]?, [String]?, String?, String, String?).self)
+                 String, String, Int, Date?, String?, [String]?, [String]?, String?, String, String?,
+                 String, String?, [String]?, String?).self)
             var job = JobDetails(
                 id: jobID, appID: appID, payload: Array(payload.utf8), pushType: pushType, apnsPriority: apnsPriority,
                 expiresAt: expiresAt, collapseID: collapseID, userIDs: userIDs, tags: tags)
             job.fcmMessage = fcm.map { Array($0.utf8) }
+            job.audienceKind = audienceKind
+            job.activityType = activityType
+            job.activityIDs = activityIDs
+            job.channelID = channelID
             return ClaimedChunk(
                 id: id, jobID: jobID, appID: appID, priority: priority, seq: seq,
                 kind: ClaimedChunk.Kind(rawValue: kind) ?? .tokens, loToken: lo, hiToken: hi, tokens: tokens,
@@ -102,6 +109,9 @@ extension QueueStore {
                AND (\(chunk.hiToken)::text IS NULL OR d.token <= \(chunk.hiToken))
                AND (\(job.userIDs)::text[] IS NULL OR d.user_id = ANY (\(job.userIDs)::text[]))
                AND (\(job.tags)::text[] IS NULL OR d.tags && \(job.tags)::text[])
+               AND d.token_kind = \(job.audienceKind)
+               AND (\(job.activityType)::text IS NULL OR d.activity_type = \(job.activityType))
+               AND (\(job.activityIDs)::text[] IS NULL OR d.activity_id = ANY (\(job.activityIDs)::text[]))
              ORDER BY d.token
             """)
         return try rows.map { try $0.decode(String.self) }
@@ -111,10 +121,22 @@ extension QueueStore {
     /// recorded with `reason` instead of being sent, and it ends `failed` when its last chunk is written. A
     /// small job may already have ended `failed` (every answer was the error) when this is written; it still
     /// gets its reason.
+    ///
+    /// A channel broadcast answered `ChannelNotRegistered` tells that the channel is gone on APNs: its row
+    /// becomes `deleted` in the same statement, so no producer enqueues to it again.
     public func failJob(_ jobID: Int64, reason: String) async throws {
         try await run("""
-            UPDATE push.jobs SET failure_reason = \(reason)
-             WHERE id = \(jobID) AND failure_reason IS NULL AND state IN ('queued', 'running', 'failed')
+            WITH failed AS (
+                UPDATE push.jobs SET failure_reason = \(reason)
+                 WHERE id = \(jobID) AND failure_reason IS NULL AND state IN ('queued', 'running', 'failed')
+                RETURNING app_id, channel_id
+            )
+            UPDATE push.channels c
+               SET state = 'deleted', deleted_at = now(), updated_at = now(),
+                   failure_reason = 'APNs answered ChannelNotRegistered to a broadcast: the channel no longer exists'
+              FROM failed
+             WHERE \(reason) = 'ChannelNotRegistered' AND c.app_id = failed.app_id AND c.channel_id = failed.channel_id
+               AND c.state IN ('active', 'deleting')
             """)
     }
 

@@ -14,14 +14,22 @@ extension QueueStore {
     /// limited. The app's columns are joined after the limit: joined before it, the planner read every queued
     /// job and sorted them (24 ms of a 1,000-job expansion with 20,000 queued) instead of walking `jobs_due`.
     static let dueJobs = """
-        SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.tags, j.fcm
+        SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.tags, j.fcm, j.activity_ids, j.activity_type,
+               j.audience_kind, j.channel_id
           FROM push.jobs j
          WHERE j.state = 'queued' AND j.send_at <= now()
            AND j.app_id NOT IN (SELECT p.id FROM push.apps p WHERE p.paused_reason IS NOT NULL)
         """
 
+    /// Whether a job is small: an explicit token list, a user audience or a list of activities of at most
+    /// `size` entries, or a channel broadcast (one request).
+    static func isSmallJob(size: Int) -> String {
+        "(cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size) OR cardinality(j.activity_ids) <= \(size) OR j.channel_id IS NOT NULL)"
+    }
+
     /// Expands up to `limit` due small jobs in one statement: explicit token lists and user audiences of at
-    /// most `chunkSize` entries, the shape of transactional traffic ("your order shipped"). Their audience is
+    /// most `chunkSize` entries, the shape of transactional traffic ("your order shipped"), Live Activity
+    /// updates by activity, and channel broadcasts, whose one "token" is the channel's id. Their audience is
     /// read once, here, into 'tokens' chunks, so sending them needs no further read. A chunk holds one
     /// platform's tokens: iOS devices of an app with an APNs credential, Android devices of an app with FCM.
     /// Returns how many jobs were expanded; broadcasts are left to ``expandNextDueJob(chunkSize:)``.
@@ -29,11 +37,12 @@ extension QueueStore {
         let size = max(1, chunkSize)
         let rows = try await run("""
             WITH due AS (
-                SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids,
+                SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.activity_ids, j.activity_type,
+                       j.audience_kind, j.channel_id,
                        a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL AS has_apns,
                        -- A job enqueued before its app had FCM has no Android message to send.
                        j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm
-                  FROM (\(unescaped: Self.dueJobs) AND (cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size))
+                  FROM (\(unescaped: Self.dueJobs) AND \(unescaped: Self.isSmallJob(size: size))
                          ORDER BY j.priority DESC, j.send_at, j.id
                          LIMIT \(limit)
                            FOR UPDATE OF j SKIP LOCKED) j
@@ -41,7 +50,7 @@ extension QueueStore {
             ), audience AS (
                 SELECT due.id AS job_id, t.token, push.token_platform(t.token, due.has_apns, due.has_fcm) AS platform
                   FROM due CROSS JOIN LATERAL unnest(due.tokens) AS t(token)
-                 WHERE due.tokens IS NOT NULL
+                 WHERE due.tokens IS NOT NULL AND push.token_in_audience(due.app_id, t.token, due.audience_kind, due.activity_type)
                 UNION ALL
                 -- One index probe per job (devices_by_user). As a plain join the planner may merge-join the batch
                 -- against every device of the app, comparing each job's users with each device: seconds per
@@ -49,9 +58,21 @@ extension QueueStore {
                 SELECT due.id, d.token, d.platform
                   FROM due CROSS JOIN LATERAL (
                            SELECT d.token, d.platform FROM push.devices d
-                            WHERE d.app_id = due.app_id AND d.user_id = ANY (due.user_ids) OFFSET 0) d
+                            WHERE d.app_id = due.app_id AND d.user_id = ANY (due.user_ids)
+                              AND d.token_kind = due.audience_kind
+                              AND (due.activity_type IS NULL OR d.activity_type = due.activity_type) OFFSET 0) d
                  WHERE due.user_ids IS NOT NULL
                    AND ((d.platform = 'ios' AND due.has_apns) OR (d.platform = 'android' AND due.has_fcm))
+                UNION ALL
+                -- A Live Activity update by activity: one probe of devices_by_activity per job.
+                SELECT due.id, d.token, d.platform
+                  FROM due CROSS JOIN LATERAL (
+                           SELECT d.token, d.platform FROM push.devices d
+                            WHERE d.app_id = due.app_id AND d.token_kind = 'activity' AND d.activity_id = ANY (due.activity_ids)
+                           OFFSET 0) d
+                 WHERE due.activity_ids IS NOT NULL AND due.has_apns
+                UNION ALL
+                SELECT due.id, due.channel_id, 'ios' FROM due WHERE due.channel_id IS NOT NULL
             ), numbered AS (
                 SELECT job_id, token, platform,
                        ((row_number() OVER (PARTITION BY job_id, platform ORDER BY token) - 1) / \(size))::int AS seq
@@ -102,15 +123,18 @@ extension QueueStore {
         return try await transaction { connection in
             let due = try await self.run("""
                 SELECT j.id, j.app_id, j.priority, j.tokens IS NOT NULL, j.send_at, j.user_ids, j.tags,
-                       a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL, a.fcm_project_id IS NOT NULL AND j.fcm IS NOT NULL
+                       a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL, a.fcm_project_id IS NOT NULL AND j.fcm IS NOT NULL,
+                       j.activity_ids, j.activity_type, j.audience_kind
                   FROM (\(unescaped: Self.dueJobs)
-                           AND (\(includingSmallJobs) OR NOT coalesce(cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size), false))
+                           -- A channel job is always expanded with the small ones: it has no device audience.
+                           AND j.channel_id IS NULL
+                           AND (\(includingSmallJobs) OR NOT coalesce(\(unescaped: Self.isSmallJob(size: size)), false))
                          ORDER BY j.priority DESC, j.send_at, j.id LIMIT 1 FOR UPDATE OF j SKIP LOCKED) j
                   JOIN push.apps a ON a.id = j.app_id
                 """, on: connection)
             guard let row = due.first else { return nil }
-            let (jobID, appID, priority, explicit, sendAt, userIDs, tags, hasAPNs, hasFCM) =
-                try row.decode((Int64, String, Int, Bool, Date, [String]?, [String]?, Bool, Bool).self)
+            let (jobID, appID, priority, explicit, sendAt, userIDs, tags, hasAPNs, hasFCM, activityIDs, activityType, audienceKind) =
+                try row.decode((Int64, String, Int, Bool, Date, [String]?, [String]?, Bool, Bool, [String]?, String?, String).self)
 
             let counts: [PostgresRow]
             if explicit {
@@ -118,7 +142,7 @@ extension QueueStore {
                     WITH typed AS (
                         SELECT t.token, t.ord, push.token_platform(t.token, \(hasAPNs), \(hasFCM)) AS platform
                           FROM push.jobs j, unnest(j.tokens) WITH ORDINALITY AS t(token, ord)
-                         WHERE j.id = \(jobID)
+                         WHERE j.id = \(jobID) AND push.token_in_audience(j.app_id, t.token, j.audience_kind, j.activity_type)
                     ), numbered AS (
                         SELECT token, ord, platform, ((row_number() OVER (PARTITION BY platform ORDER BY ord) - 1) / \(size))::int AS seq
                           FROM typed WHERE platform IS NOT NULL
@@ -148,6 +172,9 @@ extension QueueStore {
                            AND ((d.platform = 'ios' AND \(hasAPNs)) OR (d.platform = 'android' AND \(hasFCM)))
                            AND (\(userIDs)::text[] IS NULL OR d.user_id = ANY (\(userIDs)::text[]))
                            AND (\(tags)::text[] IS NULL OR d.tags && \(tags)::text[])
+                           AND d.token_kind = \(audienceKind)
+                           AND (\(activityType)::text IS NULL OR d.activity_type = \(activityType))
+                           AND (\(activityIDs)::text[] IS NULL OR d.activity_id = ANY (\(activityIDs)::text[]))
                     ), bounds AS (
                         SELECT token, platform, n, total FROM audience WHERE n % \(size) = 0 OR n = total
                     ), ranges AS (
