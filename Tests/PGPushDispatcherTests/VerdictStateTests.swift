@@ -22,6 +22,14 @@ import Testing
         #expect(verdicts.failure(of: 7) != nil, "written, and still stopping its tokens")
     }
 
+    @Test func aJobOfOneRequestFailsAtItsFirstJobLevelError() {
+        var verdicts = JobVerdictState(jobErrorThreshold: 3)
+        let failed = verdicts.recordJobError(8, reason: "ChannelNotRegistered", immediately: true)
+        #expect(failed)
+        #expect(verdicts.failure(of: 8) == "ChannelNotRegistered")
+        #expect(verdicts.failuresToWrite == [8: "ChannelNotRegistered"])
+    }
+
     @Test func aFailureAnotherWorkerRecordedStopsTokensWithoutBeingWrittenAgain() {
         var verdicts = JobVerdictState()
         verdicts.adoptFailure(9, reason: "TopicDisallowed")

@@ -69,8 +69,10 @@ public actor AppRegistry {
     /// Checks out the sender for an app, or returns `nil` when the app is unknown or its credential is
     /// unusable (the app is then paused with the reason). The caller checks it back in (``AppSender/checkIn()``)
     /// when done; a sender checked out is never closed as idle.
-    func checkOutSender(for appID: String, platform: DevicePlatform = .ios) async -> AppSender? {
-        let key = SenderKey(appID: appID, platform: platform)
+    func checkOutSender(for appID: String, platform: DevicePlatform = .ios, role: SenderRole = .push) async -> AppSender? {
+        // Broadcasts share the device pushes' connections unless they are sent elsewhere.
+        let role = role == .broadcasts && configuration.apnsBroadcastEndpointOverride == nil ? .push : role
+        let key = SenderKey(appID: appID, platform: platform, role: role)
         if let sender = senders[key] {
             sender.usage.checkOut()
             return sender
@@ -84,7 +86,7 @@ public actor AppRegistry {
         }
         guard let app = apps[appID] else { return nil }
         do {
-            let sender = try platform == .ios ? makeSender(app) : makeFCMSender(app)
+            let sender = try platform == .ios ? makeSender(app, role: role) : makeFCMSender(app)
             sender.usage.checkOut()
             senders[key] = sender
             publish()
@@ -117,7 +119,7 @@ public actor AppRegistry {
     public nonisolated func throttles() -> [String: AppThrottle] {
         published.withLock { senders in
             var byApp: [String: [AppThrottle]] = [:]
-            for (key, sender) in senders {
+            for (key, sender) in senders where key.role == .push {
                 let rate = sender.app.rateLimit == nil ? nil : sender.rateLimiter?.sharePerSecond
                 byApp[key.appID, default: []].append(AppThrottle(ratePerSecond: rate, backoffConcurrency: sender.gate.backoffLimit))
             }
@@ -140,7 +142,7 @@ public actor AppRegistry {
 
     /// Every pool this worker runs, for metrics.
     public func activePools() -> [(appID: String, provider: String, pool: HTTP2ConnectionPool)] {
-        senders.map { ($0.key.appID, $0.key.platform.provider, $0.value.pool) }
+        senders.map { ($0.key.appID, $0.key.providerLabel, $0.value.pool) }
     }
 
     private func retire(_ key: SenderKey) {
@@ -209,10 +211,23 @@ public actor AppRegistry {
                          fcmTokens: fcmTokens)
     }
 
-    private func makeSender(_ app: AppRecord) throws(PGPushError) -> AppSender {
-        let client = try clientConfiguration(
-            override: configuration.apnsEndpointOverride, flag: "--apns-endpoint",
-            standard: .apple(APNsEnvironment(rawValue: app.environment) ?? .production), caFile: configuration.apnsCAFile)
+    private func makeSender(_ app: AppRecord, role: SenderRole) throws(PGPushError) -> AppSender {
+        let environment = APNsEnvironment(rawValue: app.environment) ?? .production
+        var client = switch role {
+        case .push:
+            try clientConfiguration(
+                override: configuration.apnsEndpointOverride, flag: "--apns-endpoint",
+                standard: .apple(environment), caFile: configuration.apnsCAFile)
+        case .channels:
+            try clientConfiguration(
+                override: configuration.apnsChannelsEndpointOverride, flag: "--apns-channels-endpoint",
+                standard: .appleChannelManagement(environment), caFile: configuration.apnsCAFile)
+        case .broadcasts:
+            try clientConfiguration(
+                override: configuration.apnsBroadcastEndpointOverride ?? configuration.apnsEndpointOverride,
+                flag: configuration.apnsBroadcastEndpointOverride == nil ? "--apns-endpoint" : "--apns-broadcast-endpoint",
+                standard: .apple(environment), caFile: configuration.apnsCAFile)
+        }
 
         let credentials: ProviderCredentials
         if let keyPath = app.privateKeyPath, let teamID = app.teamID, let keyID = app.keyID {
@@ -258,7 +273,16 @@ public actor AppRegistry {
             throw PGPushError(.invalidConfiguration, "app has neither a private key nor a certificate")
         }
 
-        return try sender(app, .ios, client: client, credentials: credentials, fcmTokens: nil, provider: "APNs")
+        if role == .channels {
+            // An `all-channels` list of 10,000 ids is about 300 KB.
+            client.maximumResponseBodyBytes = 1 << 20
+        }
+        let provider = switch role {
+        case .push: "APNs"
+        case .channels: "APNs channel management"
+        case .broadcasts: "APNs broadcast"
+        }
+        return try sender(app, .ios, client: client, credentials: credentials, fcmTokens: nil, provider: provider)
     }
 
     /// The FCM sender of an app: its service account read from `fcm_service_account_path` (never logged), an

@@ -2,13 +2,27 @@ import PGPushTransport
 import PGPushCore
 import PGPushStore
 
-/// Which sender of an app: one per provider, each with its own connections, rate limit and gate.
+/// What a sender's connections are for. Pushes to devices are the traffic; an app with Live Activity channels
+/// also talks to APNs' channel management service (another host and port), and to the broadcast host when one
+/// is configured apart from the device endpoint.
+enum SenderRole: String, Hashable, Sendable {
+    case push
+    case channels
+    case broadcasts
+}
+
+/// Which sender of an app: one per provider and role, each with its own connections, rate limit and gate.
 struct SenderKey: Hashable, Sendable {
     var appID: String
     var platform: DevicePlatform
+    var role: SenderRole = .push
+
+    /// The provider as pools and metrics label it: `apns`, `fcm`, or `apns-channels` and the like for the
+    /// roles beside pushing.
+    var providerLabel: String { role == .push ? platform.provider : "\(platform.provider)-\(role.rawValue)" }
 
     /// How the pool of this app and provider is named to its supervisor and in logs.
-    var poolName: String { "\(appID)/\(platform.provider)" }
+    var poolName: String { "\(appID)/\(providerLabel)" }
 }
 
 /// What the worker needs to send for one app to one provider (APNs for iOS devices, FCM for Android ones):

@@ -1,4 +1,5 @@
 import Metrics
+import PGPushCore
 import Synchronization
 
 /// The worker's Prometheus metrics, through swift-metrics. Names are a public contract: the Grafana dashboard
@@ -6,6 +7,7 @@ import Synchronization
 public final class WorkerMetrics: Sendable {
     private let sendCounters = Mutex<[String: Counter]>([:])
     private let prunedCounters = Mutex<[String: Counter]>([:])
+    private let channelCounters = Mutex<[String: Counter]>([:])
     private let valveGauges = Mutex<[String: (tripped: Gauge, share: Gauge)]>([:])
     let sendDuration = Metrics.Timer(label: "pgpush_send_duration_seconds")
     let claimDuration = Metrics.Timer(label: "pgpush_claim_duration_seconds")
@@ -67,6 +69,27 @@ public final class WorkerMetrics: Sendable {
         }
         gauges.tripped.record(tripped ? 1 : 0)
         gauges.share.record(answered > 0 ? Double(badDeviceTokens) / Double(answered) : 0)
+    }
+
+    /// Live Activity channel management requests by app, operation (create, delete, list), status and what
+    /// they meant (done, gone, refused, retry).
+    func recordChannelRequest(app: String, operation: String, status: Int, verdict: ChannelManagementVerdict) {
+        let meaning = switch verdict {
+        case .done: "done"
+        case .gone: "gone"
+        case .refused: "refused"
+        case .retry: "retry"
+        }
+        let key = "\(app)|\(operation)|\(status)|\(meaning)"
+        let counter = channelCounters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(
+                label: "pgpush_channel_requests_total",
+                dimensions: [("app", app), ("operation", operation), ("status", String(status)), ("result", meaning)])
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
     }
 
     func recordPruned(reason: String, count: Int) {

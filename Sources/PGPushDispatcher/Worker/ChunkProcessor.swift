@@ -46,7 +46,8 @@ struct ChunkProcessor: Sendable {
             completion.outcomes = tokens.map { jobFailed($0, reason: reason, chunk: chunk, at: now) }
             return completion
         }
-        guard let sender = await registry.checkOutSender(for: chunk.appID, platform: chunk.platform) else {
+        let role: SenderRole = job.channelID == nil ? .push : .broadcasts
+        guard let sender = await registry.checkOutSender(for: chunk.appID, platform: chunk.platform, role: role) else {
             completion.requeued = [RequeuedTokens(tokens: tokens, attempt: chunk.attempt, notBefore: now, lastReason: chunk.lastReason)]
             return completion
         }
@@ -131,7 +132,9 @@ struct ChunkProcessor: Sendable {
                 switch classification {
                 case .configurationError(let reason): appHealth.recordConfigurationError(appID, provider: provider.name, reason: reason)
                 case .jobError(let reason):
-                    if verdicts.recordJobError(jobID, reason: reason) { metrics.jobsFailedByJobError.increment() }
+                    if verdicts.recordJobError(jobID, reason: reason, immediately: provider.isBroadcast) {
+                        metrics.jobsFailedByJobError.increment()
+                    }
                 case .delivered: appHealth.recordSuccess(appID, provider: provider.name)
                 default: break
                 }
@@ -146,7 +149,7 @@ struct ChunkProcessor: Sendable {
         for answer in await answers.all() {
             handle(answer, chunk: chunk, job: job, into: &tally)
         }
-        metrics.recordSends(app: chunk.appID, provider: chunk.platform.provider, tally.sends)
+        metrics.recordSends(app: chunk.appID, provider: provider.isBroadcast ? "apns-broadcast" : chunk.platform.provider, tally.sends)
         return finish(tally, chunk: chunk, job: job, completion: completion)
     }
 

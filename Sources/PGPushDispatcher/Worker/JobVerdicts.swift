@@ -31,12 +31,13 @@ struct JobVerdictState: Sendable {
     func failure(of job: Int64) -> String? { failed[job] }
 
     /// Records a job-level error answer; once the job has had ``jobErrorThreshold`` of them it has failed.
+    /// A job of one request (a channel broadcast) fails `immediately`: its one answer is all there is.
     /// Returns true when this answer made it fail.
-    mutating func recordJobError(_ job: Int64, reason: String) -> Bool {
+    mutating func recordJobError(_ job: Int64, reason: String, immediately: Bool = false) -> Bool {
         guard failed[job] == nil else { return false }
         let count = jobErrors[job, default: 0] + 1
         jobErrors[job] = count
-        guard count >= jobErrorThreshold else { return false }
+        guard immediately || count >= jobErrorThreshold else { return false }
         trim()
         failed[job] = reason
         unwrittenFailures[job] = reason
@@ -77,7 +78,9 @@ final class JobVerdicts: Sendable {
     func isCancelled(_ job: Int64) -> Bool { state.withLock { $0.isCancelled(job) } }
     func failure(of job: Int64) -> String? { state.withLock { $0.failure(of: job) } }
     @discardableResult
-    func recordJobError(_ job: Int64, reason: String) -> Bool { state.withLock { $0.recordJobError(job, reason: reason) } }
+    func recordJobError(_ job: Int64, reason: String, immediately: Bool = false) -> Bool {
+        state.withLock { $0.recordJobError(job, reason: reason, immediately: immediately) }
+    }
     func adoptFailure(_ job: Int64, reason: String) { state.withLock { $0.adoptFailure(job, reason: reason) } }
     func failuresToWrite() -> [Int64: String] { state.withLock(\.failuresToWrite) }
     func written(_ job: Int64) { state.withLock { $0.written(job) } }

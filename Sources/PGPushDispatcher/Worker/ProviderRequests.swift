@@ -10,14 +10,23 @@ struct ProviderRequests: Sendable {
         case apns(topic: String, appTopic: String, pushType: PushType, priority: APNsPriority?, expiration: Int64?,
                   collapseID: String?, payload: [UInt8])
         case fcm(path: String, builder: FCMRequestBodyBuilder, tokens: SharedFCMAccessTokenSource?)
+        /// A channel job: its one "token" is the channel's id.
+        case apnsBroadcast(bundleID: String, priority: APNsPriority, expiration: Int64, payload: [UInt8])
     }
 
     private let kind: Kind
 
     /// The provider's name, as metrics and the app's health label it.
     var name: String {
-        if case .apns = kind { return "apns" }
-        return "fcm"
+        if case .fcm = kind { return "fcm" }
+        return "apns"
+    }
+
+    /// Whether each request is a channel broadcast: the job is that one request, so an error APNs gives it
+    /// fails the job at once.
+    var isBroadcast: Bool {
+        if case .apnsBroadcast = kind { return true }
+        return false
     }
 
     /// The reason recorded when a job's stored Android message cannot be sent (a damaged row).
@@ -29,6 +38,10 @@ struct ProviderRequests: Sendable {
     init(chunk: ClaimedChunk, sender: AppSender) throws {
         let job = chunk.job
         switch chunk.platform {
+        case .ios where job.channelID != nil:
+            kind = .apnsBroadcast(
+                bundleID: sender.app.topic, priority: APNsPriority(rawValue: job.apnsPriority) ?? .immediate,
+                expiration: job.expiresAt.map { Int64($0.timeIntervalSince1970) } ?? 0, payload: job.payload)
         case .ios:
             let pushType = PushType(rawValue: job.pushType) ?? .alert
             kind = .apns(
@@ -51,6 +64,10 @@ struct ProviderRequests: Sendable {
                 collapseID: collapseID, apnsID: apnsID, payload: payload)
         case .fcm(let path, let builder, _):
             return FCMSendRequest(path: path, body: builder.body(forToken: token))
+        case .apnsBroadcast(let bundleID, let priority, let expiration, let payload):
+            return APNsBroadcastRequest(
+                bundleID: bundleID, channelID: token, priority: priority, expiration: expiration, requestID: apnsID,
+                payload: payload)
         }
     }
 
@@ -59,6 +76,8 @@ struct ProviderRequests: Sendable {
         switch kind {
         case .apns(let topic, let appTopic, _, _, _, _, _):
             return (PGPushCore.classify(outcome, topic: topic, appTopic: appTopic), nil)
+        case .apnsBroadcast:
+            return (classifyBroadcast(outcome), nil)
         case .fcm(_, _, let tokens):
             guard case .response(let answer) = outcome else { return (PGPushCore.classify(outcome), nil) }
             // A success's body (the message name) is not needed: not parsing it saves most of an answer's cost.

@@ -22,6 +22,8 @@ public final class Worker: Service, Sendable {
     let store: QueueStore
     let registry: AppRegistry
     let pools: PoolSupervisor
+    /// Live Activity broadcast channels: made and deleted on APNs as `push.channels` asks.
+    let channels: ChannelManager
     let appHealth: AppHealth
     let metrics: WorkerMetrics
     let logger: Logger
@@ -66,6 +68,7 @@ public final class Worker: Service, Sendable {
         self.registry = AppRegistry(configuration: configuration, store: store, pools: pools, logger: logger)
         self.appHealth = AppHealth(threshold: configuration.pauseAfterConfigurationErrors)
         self.metrics = metrics
+        self.channels = ChannelManager(configuration: configuration, store: store, registry: registry, metrics: metrics, logger: logger)
         self.logger = logger
         self.machine = Mutex(WorkerStateMachine(configuration: .init(
             scheduler: .init(capacity: configuration.capacity), gracePeriod: configuration.gracePeriod)))

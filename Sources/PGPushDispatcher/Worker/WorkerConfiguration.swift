@@ -41,6 +41,20 @@ public struct WorkerConfiguration: Sendable {
     public var apnsEndpointOverride: String?
     /// A PEM file of extra trusted CAs (e.g. the simulator's), added to the system roots.
     public var apnsCAFile: String?
+    /// Where Live Activity broadcast channels are made, read and deleted, instead of Apple's channel management
+    /// hosts (`api-manage-broadcast(.sandbox).push.apple.com`, ports 2196 and 2195, by the app's environment).
+    public var apnsChannelsEndpointOverride: String?
+    /// Where channel broadcasts (`POST /4/broadcasts/apps/<bundle id>`) go. Apple's documents disagree on the
+    /// host; by default they go where the app's other pushes go (``apnsEndpointOverride`` or Apple's host).
+    public var apnsBroadcastEndpointOverride: String?
+    /// How often the maintenance leader compares each app's active channels with APNs' `all-channels`, and
+    /// marks the ones deleted elsewhere as deleted.
+    public var channelReconcileInterval: Duration = .seconds(300)
+    /// How often a worker looks for channels to make or delete when no NOTIFY woke it.
+    public var channelPollInterval: Duration = .seconds(1)
+    /// A Live Activity update token not registered again within this long is removed by maintenance (with an
+    /// audit row): an activity lives up to 8 hours, and up to 4 more on the Lock Screen.
+    public var activityTokenLifetime: Duration = .seconds(12 * 3600)
     /// Sends every app's FCM traffic to this base URL (a simulator) instead of `https://fcm.googleapis.com`.
     public var fcmEndpointOverride: String?
     /// A PEM file of extra trusted CAs for FCM and for the service accounts' `token_uri`.

@@ -25,6 +25,15 @@ public struct ProviderEndpoint: Sendable, Hashable, CustomStringConvertible {
         ProviderEndpoint(host: environment.host, port: port)
     }
 
+    /// Apple's channel management service for `environment`: Live Activity broadcast channels are made, read
+    /// and deleted there, on port 2195 (sandbox) or 2196 (production), not 443.
+    public static func appleChannelManagement(_ environment: APNsEnvironment) -> ProviderEndpoint {
+        switch environment {
+        case .sandbox: ProviderEndpoint(host: "api-manage-broadcast.sandbox.push.apple.com", port: 2195)
+        case .production: ProviderEndpoint(host: "api-manage-broadcast.push.apple.com", port: 2196)
+        }
+    }
+
     /// Any host, for example the simulator on 127.0.0.1.
     public static func custom(host: String, port: Int) -> ProviderEndpoint {
         ProviderEndpoint(host: host, port: port)

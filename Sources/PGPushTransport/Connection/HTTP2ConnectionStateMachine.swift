@@ -112,7 +112,8 @@ struct HTTP2ConnectionStateMachine: Sendable {
     mutating func streamCompleted(status: Int?) -> Action {
         precondition(inFlight > 0, "stream completed with none in flight")
         inFlight -= 1
-        if status == 200 { hasSucceeded = true }
+        // Any success proves the credential: the channel management API answers 201 and 204.
+        if let status, (200..<300).contains(status) { hasSucceeded = true }
         switch state {
         case .ready:
             return canOpenStream ? .streamSlotsAvailable : .none

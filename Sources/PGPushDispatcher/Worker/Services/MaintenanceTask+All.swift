@@ -43,6 +43,21 @@ extension MaintenanceTask {
                 }
             },
             MaintenanceTask(name: "pruning", interval: every, leaderOnly: true) { try await worker.prunePass() },
+            // Every worker takes channel requests, a row at a time under a lease: "within seconds" of
+            // push.create_channel, even while the leader is busy.
+            MaintenanceTask(name: "channel requests", interval: configuration.channelPollInterval, leaderOnly: false) {
+                try await worker.channels.runPending()
+            },
+            MaintenanceTask(name: "channel reconciling", interval: configuration.channelReconcileInterval, leaderOnly: true) {
+                try await worker.channels.reconcile()
+            },
+            MaintenanceTask(name: "activity token expiry", interval: every, leaderOnly: true) {
+                let expired = try await worker.store.expireActivityTokens(lifetime: configuration.activityTokenLifetime)
+                if expired > 0 {
+                    worker.metrics.recordPruned(reason: "ActivityTokenExpired", count: expired)
+                    worker.logger.info("expired Live Activity update tokens removed", metadata: ["tokens": "\(expired)"])
+                }
+            },
             MaintenanceTask(name: "backlog metrics", interval: every, leaderOnly: true) {
                 let backlog = try await worker.store.backlog()
                 worker.metrics.backlogTokens.record(backlog.reduce(0) { $0 + $1.tokens })
