@@ -18,6 +18,7 @@ struct PGPushCommand: AsyncParsableCommand {
             StatsCommand.self,
             AppsCommand.self,
             DevicesCommand.self,
+            ChannelsCommand.self,
             SimulatorCommand.self,
             DemoCommand.self,
         ]

@@ -6,7 +6,7 @@ extension EnqueueRequest {
     /// The keys a job file may contain: `push.enqueue`'s parameter names.
     static let fileKeys: Set<String> = [
         "app_id", "payload", "push_type", "apns_priority", "tokens", "user_ids", "tags", "send_at", "expires_at",
-        "collapse_id", "idempotency_key", "priority", "fcm",
+        "collapse_id", "idempotency_key", "priority", "fcm", "activity_ids", "activity_type", "channel",
     ]
 
     /// Reads a job file: one JSON object whose keys are `push.enqueue`'s parameters. `payload` and `fcm` may
@@ -59,6 +59,7 @@ extension EnqueueRequest {
             tokens: try strings("tokens"), userIDs: try strings("user_ids"), tags: try strings("tags"),
             sendAt: try date("send_at"), expiresAt: try date("expires_at"), ttlSeconds: nil,
             collapseID: try string("collapse_id"), idempotencyKey: try string("idempotency_key"),
-            priority: try integer("priority"), fcm: fcm)
+            priority: try integer("priority"), fcm: fcm, activityIDs: try strings("activity_ids"),
+            activityType: try string("activity_type"), channel: try string("channel"))
     }
 }

@@ -14,7 +14,8 @@ struct EnqueueCommand: AsyncParsableCommand {
             --user or --tag (each repeatable); without one, \
             every device of the app. Alternatively --file reads a JSON object with push.enqueue's parameter \
             names (app_id, payload, fcm, push_type, tokens, user_ids, tags, send_at, expires_at, collapse_id, \
-            idempotency_key, priority, apns_priority). All values are sent as bound parameters; the database \
+            idempotency_key, priority, apns_priority, and for Live Activities activity_ids, activity_type and \
+            channel). All values are sent as bound parameters; the database \
             validates them, and its message is printed as is.
 
             Prints the job id (--json: {"job_id": N}). With --wait it then follows the job like `pgpush watch`.

@@ -43,6 +43,14 @@ struct WorkerCommand: AsyncParsableCommand {
     var apnsEndpoint: String?
     @Option(help: "Extra trusted CA certificates (PEM) for --apns-endpoint (env: PGPUSH_APNS_CA_FILE).")
     var apnsCaFile: String?
+    @Option(help: "Make and delete Live Activity broadcast channels at this base URL instead of Apple's channel management hosts (ports 2195 sandbox, 2196 production) (env: PGPUSH_APNS_CHANNELS_ENDPOINT).")
+    var apnsChannelsEndpoint: String?
+    @Option(help: "Send channel broadcasts (/4/broadcasts/apps/...) to this base URL; default: where the app's other pushes go (env: PGPUSH_APNS_BROADCAST_ENDPOINT).")
+    var apnsBroadcastEndpoint: String?
+    @Option(help: "Seconds between comparisons of the active channels with APNs' all-channels (env: PGPUSH_CHANNEL_RECONCILE_INTERVAL; default 300).")
+    var channelReconcileInterval: Double?
+    @Option(help: "Hours after which a Live Activity update token not registered again is removed (env: PGPUSH_ACTIVITY_TOKEN_LIFETIME_HOURS; default 12).")
+    var activityTokenLifetimeHours: Double?
     @Option(help: "Send FCM traffic to this base URL instead of https://fcm.googleapis.com (env: PGPUSH_FCM_ENDPOINT).")
     var fcmEndpoint: String?
     @Option(help: "Extra trusted CA certificates (PEM) for --fcm-endpoint and the service accounts' token_uri (env: PGPUSH_FCM_CA_FILE).")
@@ -193,6 +201,14 @@ struct WorkerCommand: AsyncParsableCommand {
         if let value = try setting(workerId, "PGPUSH_WORKER_ID") { configuration.workerID = value }
         configuration.apnsEndpointOverride = try setting(apnsEndpoint, "PGPUSH_APNS_ENDPOINT")
         configuration.apnsCAFile = try setting(apnsCaFile, "PGPUSH_APNS_CA_FILE")
+        configuration.apnsChannelsEndpointOverride = try setting(apnsChannelsEndpoint, "PGPUSH_APNS_CHANNELS_ENDPOINT")
+        configuration.apnsBroadcastEndpointOverride = try setting(apnsBroadcastEndpoint, "PGPUSH_APNS_BROADCAST_ENDPOINT")
+        if let value = try setting(channelReconcileInterval, "PGPUSH_CHANNEL_RECONCILE_INTERVAL") {
+            configuration.channelReconcileInterval = try positive(value, "--channel-reconcile-interval")
+        }
+        if let value = try setting(activityTokenLifetimeHours, "PGPUSH_ACTIVITY_TOKEN_LIFETIME_HOURS") {
+            configuration.activityTokenLifetime = try positive(value * 3600, "--activity-token-lifetime-hours")
+        }
         configuration.fcmEndpointOverride = try setting(fcmEndpoint, "PGPUSH_FCM_ENDPOINT")
         configuration.fcmCAFile = try setting(fcmCaFile, "PGPUSH_FCM_CA_FILE")
         configuration.credentialsDirectory = try setting(credentialsDir, "PGPUSH_CREDENTIALS_DIR")
