@@ -53,7 +53,18 @@ struct DemoTests {
         let workers = try #require(summary["workers"] as? [[String: Any]])
         #expect(workers.count == 2)
         #expect(workers.allSatisfy { jsonInt($0["exit_status"]) == 0 })
-        #expect(workers.compactMap { jsonInt($0["tokens_sent"]) }.reduce(0, +) == 3000)
+        // Beside the broadcast: an update to three activities and one channel broadcast, made and deleted.
+        let liveActivities = try #require(summary["live_activities"] as? [String: Any])
+        let updateState = liveActivities["update_state"] as? String, broadcastState = liveActivities["broadcast_state"] as? String
+        #expect(updateState == "done")
+        #expect(jsonInt(liveActivities["update_delivered"]) == 3)
+        #expect(broadcastState == "done")
+        #expect(jsonInt(liveActivities["broadcast_requests"]) == 1)
+        let channelID = liveActivities["channel_id"] as? String, channelDeleted = liveActivities["channel_deleted"] as? Bool
+        #expect(channelID != nil)
+        #expect(channelDeleted == true)
+        let tokensSent: Int64 = workers.compactMap { jsonInt($0["tokens_sent"]) }.reduce(0, +)
+        #expect(tokensSent == 3004, "the broadcast's 3,000, the 3 updates and the 1 channel broadcast")
 
         let cluster = try #require(summary["cluster_directory"] as? String)
         #expect(!FileManager.default.fileExists(atPath: cluster), "cluster directory \(cluster) left behind")

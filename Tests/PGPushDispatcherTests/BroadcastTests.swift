@@ -19,26 +19,26 @@ extension EndToEndTests {
             #expect(fleet.simulator.statistics.streamLimitViolations == 0)
         }
 
-        @Test func oneWorkerSendsAFiftyThousandTokenBroadcastExactlyOnce() async throws {
+        @Test func oneWorkerSendsATwentyThousandTokenBroadcastExactlyOnce() async throws {
             try await Fleet.with { fleet in
                 try await fleet.createApp()
-                try await fleet.registerDevices(50_000)
+                try await fleet.registerDevices(20_000)
                 let job = try await fleet.enqueue()
                 let worker = try fleet.startWorker()
                 let state = try await fleet.waitForJob(job, timeout: .seconds(200))
                 #expect(state == "done", "\(worker.log.suffix(1500))")
                 await worker.stop()
-                try await Self.expectExactlyOnce(fleet, job: job, tokens: 50_000)
+                try await Self.expectExactlyOnce(fleet, job: job, tokens: 20_000)
                 #expect(try await fleet.count("SELECT count(*) FROM push.chunks") == 0)
                 // apns-id is the deterministic UUIDv5 of (job, token), so duplicates could be traced.
-                #expect(try await fleet.count("SELECT count(DISTINCT apns_id) FROM push.deliveries WHERE job_id = \(job)") == 50_000)
+                #expect(try await fleet.count("SELECT count(DISTINCT apns_id) FROM push.deliveries WHERE job_id = \(job)") == 20_000)
             }
         }
 
         @Test func threeWorkersShareABroadcastWhileSmallUrgentJobsFinishFirst() async throws {
             try await Fleet.with { fleet in
                 try await fleet.createApp()
-                try await fleet.registerDevices(60_000)
+                try await fleet.registerDevices(30_000)
                 let broadcast = try await fleet.enqueue()
                 let workers = try (0..<3).map { try fleet.startWorker(["--chunk-size", "500"], id: "share-\($0)") }
                 // Once the broadcast is under way, 100 one-token jobs of higher priority arrive.
@@ -63,8 +63,8 @@ extension EndToEndTests {
                 #expect(finishedBeforeBroadcast == 100)
                 for worker in workers { await worker.stop() }
 
-                #expect(try await fleet.count("SELECT count(*) FROM push.deliveries") == 60_100)
-                #expect(fleet.simulator.ledger.acceptedCount == 60_100)
+                #expect(try await fleet.count("SELECT count(*) FROM push.deliveries") == 30_100)
+                #expect(fleet.simulator.ledger.acceptedCount == 30_100)
                 #expect(fleet.simulator.ledger.duplicates.count == 0)
                 // Every worker sent a share: each logged a non-zero tokens_sent when it stopped.
                 for worker in workers {

@@ -27,6 +27,7 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
               pgpush bench broadcast --devices 1000000 --workers 1
               pgpush bench broadcast --devices 100000 --latency-ms 20-40
               pgpush bench broadcast --devices 100000 --workers 2 --chunk-size 2000 --json
+              pgpush bench broadcast --devices 100000 --live-activity   # a Live Activity update to 100,000 update tokens
 
             Exit codes: 0 measured, 1 the broadcast failed or timed out, 130 interrupted, 64 bad usage.
             """)
@@ -69,6 +70,9 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
     @Option(help: "Share of the devices that are Android, sent through the in-process FCM simulator (1 = FCM only).")
     var androidShare: Double = 0
 
+    @Flag(help: "Register the devices as Live Activity update tokens and send them a liveactivity update instead of an alert.")
+    var liveActivity = false
+
     @Option(help: "Give up after this many seconds.")
     var timeout: Double = 1800
 
@@ -91,6 +95,7 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
             throw ValidationError("--key-file, --team-id and --key-id only apply with --simulator-endpoint")
         }
         guard (0...1).contains(androidShare) else { throw ValidationError("--android-share must be between 0 and 1") }
+        if liveActivity, androidShare > 0 { throw ValidationError("--live-activity is iOS only: leave out --android-share") }
         if simulatorEndpoint != nil, androidShare > 0 {
             throw ValidationError("--android-share needs the in-process simulators, not --simulator-endpoint")
         }
@@ -108,7 +113,7 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
         configuration.withAndroid = androidShare > 0
         let plan = BenchBroadcastPlan(
             devices: devices, workers: workers, latencySamples: latencySamples, timeout: .seconds(fromOption: timeout),
-            androidShare: androidShare,
+            androidShare: androidShare, liveActivity: liveActivity,
             simulatorLatency: simulatorEndpoint == nil ? configuration.simulatorLatency : nil,
             progress: json ? nil : FileHandle.standardError)
         let report = try await BenchRun.run(mode: "broadcast", configuration: configuration, json: json) { try await plan.run(on: $0) }

@@ -10,6 +10,8 @@ struct BenchBroadcastPlan: Sendable {
     var timeout: Duration
     /// Share of the devices that are Android (FCM).
     var androidShare: Double = 0
+    /// Whether the broadcast is a Live Activity update to update tokens instead of an alert to devices.
+    var liveActivity = false
     /// The in-process simulator's answer delay, for the report; `nil` with an external simulator.
     var simulatorLatency: SimulatorLatency?
     /// Where progress lines go; `nil` keeps quiet (JSON output).
@@ -22,12 +24,14 @@ struct BenchBroadcastPlan: Sendable {
 
         try await rig.setUp()
         let registering = clock.now
-        try await rig.registerDevices(BroadcastRig.Devices(count: devices, androidShare: androidShare))
+        var audience = BroadcastRig.Devices(count: devices, androidShare: androidShare)
+        audience.activityTokens = liveActivity
+        try await rig.registerDevices(audience)
         say("bench: \(devices) devices registered in \(String(format: "%.1f", (clock.now - registering).seconds)) s")
 
         // Phase 1: the broadcast, measured by the database's own timestamps.
         try rig.startWorkers(workers)
-        let job = try await rig.enqueue()
+        let job = liveActivity ? try await rig.enqueueActivityUpdate() : try await rig.enqueue()
         var printer = progress.map(ProgressPrinter.init(handle:))
         let final = try await rig.waitForJob(job, interval: .milliseconds(250), timeout: deadline - clock.now) {
             snapshot, seconds in printer?.show(snapshot, atSeconds: seconds)
@@ -52,6 +56,7 @@ struct BenchBroadcastPlan: Sendable {
         return BenchBroadcastReport(
             devices: devices,
             androidShare: androidShare,
+            liveActivity: liveActivity,
             workers: workers,
             simulatorLatency: simulatorLatency,
             jobState: final.state,

@@ -6,6 +6,8 @@ struct BenchBroadcastReport: Sendable {
     var devices: Int
     /// Share of the devices that were Android (sent through FCM).
     var androidShare: Double = 0
+    /// Whether the broadcast was a Live Activity update to update tokens.
+    var liveActivity = false
     var workers: Int
     /// The in-process simulator's answer delay; `nil` with an external simulator.
     var simulatorLatency: SimulatorLatency?
@@ -59,7 +61,7 @@ struct BenchBroadcastReport: Sendable {
 
     var json: [String: Any] {
         [
-            "devices": devices, "android_share": androidShare, "workers": workers, "job_state": jobState, "tokens": tokens,
+            "devices": devices, "android_share": androidShare, "live_activity": liveActivity, "workers": workers, "job_state": jobState, "tokens": tokens,
             "simulator_latency_ms": jsonValue(simulatorLatency?.json),
             "delivered": delivered, "failed": failed, "job_seconds": jsonValue(jobSeconds),
             "tokens_per_second": jsonValue(tokensPerSecond),
@@ -81,6 +83,7 @@ struct BenchBroadcastReport: Sendable {
         var table = Table(["figure", "value"])
         table.append(["devices", String(devices)])
         table.append(["android share (FCM)", String(format: "%.2f", androidShare)])
+        if liveActivity { table.append(["push type", "liveactivity, to update tokens"]) }
         table.append(["workers", String(workers)])
         table.append(["simulator latency", simulatorLatency?.label ?? "external simulator"])
         if workersReplaced > 0 { table.append(["workers replaced (exited on their own)", String(workersReplaced)]) }

@@ -17,7 +17,8 @@ struct DemoCommand: AsyncParsableCommand {
             `pgpush worker` processes. Progress is polled from push.job_progress every 250 ms. When the job
             ends and the pruner has caught up, the workers are stopped and a summary is printed: the job's
             counts, outcomes by platform, status and reason (push.delivery_stats), and what each simulator
-            accepted.
+            accepted. Then a Live Activity update goes to three running activities, and a broadcast channel is
+            made on the simulator's channel management API, sent one broadcast and deleted.
             Everything is removed afterwards, also on error or Ctrl-C.
 
             Examples:
@@ -119,16 +120,26 @@ struct DemoPlan: Sendable {
         guard let final = try await rig.waitForPruning(job, timeout: remaining) else {
             throw EmbeddedError("job \(job) vanished")
         }
+        // The broadcast's figures, before the Live Activity part adds its own sends.
+        let (jobSeconds, outcomes, ledger, fcmLedger) = (
+            try await rig.database.jobDuration(job), try await rig.deliveryOutcomes(), rig.ledger, rig.fcmLedger)
+        // Beside the broadcast: a Live Activity update and a channel broadcast (in-process simulator only).
+        var liveActivities: DemoLiveActivities.Result?
+        if rig.simulator != nil {
+            liveActivities = try await DemoLiveActivities.run(on: rig, timeout: .seconds(30))
+            liveActivities.map { $0.lines.forEach(say) }
+        }
         let reports = await rig.stopWorkers()
         return DemoSummary(
             job: final,
-            jobSeconds: try await rig.database.jobDuration(job),
-            outcomes: try await rig.deliveryOutcomes(),
+            jobSeconds: jobSeconds,
+            outcomes: outcomes,
             devices: devices,
-            ledger: rig.ledger,
-            fcmLedger: rig.fcmLedger,
+            ledger: ledger,
+            fcmLedger: fcmLedger,
             workers: reports,
             clusterDirectory: rig.clusterDirectory,
+            liveActivities: liveActivities,
             elapsedSeconds: (clock.now - started).seconds)
     }
 }

@@ -15,6 +15,8 @@ struct DemoSummary: Sendable {
     var workers: [WorkerProcess.Report]
     /// The throwaway cluster's directory (removed by the time the summary is printed).
     var clusterDirectory: String?
+    /// The Live Activity update and the channel broadcast, when they ran.
+    var liveActivities: DemoLiveActivities.Result? = nil
     var elapsedSeconds: Double
 
     var tokensPerSecond: Double? {
@@ -48,14 +50,17 @@ struct DemoSummary: Sendable {
             if fcmLedger != nil { simulator.append(["FCM accepted", String(fcm.accepted)]) }
             simulator.append(["duplicates", String(ledger.duplicates)])
         }
-        return [
+        let lines: [String] = [
             "",
             "Devices: \(devices.total) registered (\(devices.live) live, \(devices.dead) dead, \(devices.bad) malformed; "
                 + "\(devices.total - devices.android) iOS, \(devices.android) Android)",
-            "", jobTable.render(), "", outcomeTable.render(), "", simulator.render(), "", workerTable.render(), "",
+            "", jobTable.render(), "", outcomeTable.render(), "", simulator.render(), "",
+        ] + (liveActivities.map { $0.lines + [""] } ?? []) + [
+            workerTable.render(), "",
             "Finished in \(String(format: "%.1f", elapsedSeconds)) s; "
                 + (clusterDirectory.map { "throwaway cluster \($0) removed." } ?? "database left in place."),
-        ].joined(separator: "\n")
+        ]
+        return lines.joined(separator: "\n")
     }
 
     var json: [String: Any] {
@@ -67,6 +72,7 @@ struct DemoSummary: Sendable {
             "workers": workers.map(\.json),
             "cluster_directory": jsonValue(clusterDirectory),
             "elapsed_seconds": elapsedSeconds,
+            "live_activities": liveActivities.map { $0.json } ?? NSNull(),
         ]
         object["simulator"] = ledger.map { ledger -> [String: Any] in
             let fcm = fcmLedger ?? (0, 0)

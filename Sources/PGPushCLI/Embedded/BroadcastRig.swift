@@ -45,6 +45,8 @@ final class BroadcastRig: @unchecked Sendable {
         var bad: Int
         /// Of the live devices, how many are Android (FCM); the rest are iOS.
         var android: Int = 0
+        /// Whether the live iOS devices are Live Activity update tokens (one activity each) instead.
+        var activityTokens = false
         var total: Int { live + dead + bad }
 
         /// `count` devices of which ~`deadShare` are dead (410) and ~`badShare` malformed (BadDeviceToken), and
@@ -173,12 +175,22 @@ final class BroadcastRig: @unchecked Sendable {
     func registerDevices(_ devices: Devices) async throws {
         let database = try database
         try await database.registerDevices(
-            appID: appID, ios: devices.live - devices.android, android: devices.android, dead: devices.dead, bad: devices.bad)
+            appID: appID, ios: devices.live - devices.android, android: devices.android, dead: devices.dead, bad: devices.bad,
+            iosAsActivityTokens: devices.activityTokens)
         try await database.analyzeDevices()
     }
 
     /// The notification every rig job sends.
     static let payload = #"{"aps":{"alert":{"title":"pgpush","body":"Hello from the pgpush demo"}}}"#
+    /// A Live Activity update, for the update tokens of ``Devices/activityTokens``.
+    static let activityUpdate = #"{"aps":{"timestamp":1767225600,"event":"update","content-state":{"score":"2-1","minute":89}}}"#
+
+    /// Enqueues a Live Activity update to every update token of the app and returns the job id.
+    func enqueueActivityUpdate() async throws -> Int64 {
+        guard let job = try await database.enqueue(appID: appID, payload: Self.activityUpdate, pushType: "liveactivity")
+        else { throw EmbeddedError("push.enqueue returned nothing") }
+        return job
+    }
 
     /// Enqueues a broadcast to every device of the app (or to those of `userIDs`, or those with all of `tags`)
     /// and returns the job id.
@@ -202,6 +214,9 @@ final class BroadcastRig: @unchecked Sendable {
             "--metrics-port=-1",
         ] + (configuration.maintenanceIntervalSeconds.map { ["--maintenance-interval", String($0)] } ?? [])
             + configuration.workerArguments
+        if let channelsPort = lock.withLock({ simulator?.channelsPort }) {
+            arguments += ["--apns-channels-endpoint", "https://127.0.0.1:\(channelsPort)"]
+        }
         if let fcmEndpoint, let fcmCA = lock.withLock({ fcmSimulator?.caCertificatePath }) {
             // The simulator enforces no project quota; FCM's default (10,000 a second) would cap every run.
             arguments += ["--fcm-endpoint", fcmEndpoint, "--fcm-ca-file", fcmCA, "--fcm-quota-per-minute", "100000000"]
@@ -298,6 +313,11 @@ final class BroadcastRig: @unchecked Sendable {
         guard let simulator = lock.withLock({ self.simulator }) else { return nil }
         let fcm = fcmLedger ?? (0, 0)
         return (simulator.ledger.acceptedCount + fcm.accepted, simulator.ledger.duplicates.count + fcm.duplicates)
+    }
+
+    /// Channel broadcasts the in-process simulator accepted (0 with an external one).
+    var broadcastRequests: Int {
+        lock.withLock { self.simulator }?.broadcastLedger.count ?? 0
     }
 
     /// The FCM simulator's part of ``ledger``.

@@ -6,11 +6,14 @@ import PostgresNIO
 /// devices with `5a`, warm-up and latency devices with `fe`.
 extension RigStore {
     /// Live iOS, live Android, dead (registered 30 days ago, so the simulator's 410 timestamp of yesterday prunes
-    /// them) and malformed devices.
-    public func registerDevices(appID: String, ios: Int, android: Int, dead: Int, bad: Int) async throws {
+    /// them) and malformed devices. With `iosAsActivityTokens` the live iOS ones are Live Activity update tokens,
+    /// one activity (`act-<n>`) each.
+    public func registerDevices(appID: String, ios: Int, android: Int, dead: Int, bad: Int, iosAsActivityTokens: Bool = false) async throws {
         try await run("""
-            INSERT INTO push.devices (app_id, token)
-            SELECT \(appID), lpad(to_hex(g), 64, '0') FROM generate_series(1, \(ios)) g
+            INSERT INTO push.devices (app_id, token, token_kind, activity_id)
+            SELECT \(appID), lpad(to_hex(g), 64, '0'), CASE WHEN \(iosAsActivityTokens) THEN 'activity' ELSE 'device' END,
+                   CASE WHEN \(iosAsActivityTokens) THEN 'act-' || g END
+              FROM generate_series(1, \(ios)) g
             """)
         // Android registration tokens look like FCM's: an instance id, a colon, and a long opaque part.
         try await run("""

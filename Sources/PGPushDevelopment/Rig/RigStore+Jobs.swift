@@ -17,11 +17,12 @@ public struct DeliveryOutcome: Sendable {
 extension RigStore {
     /// A job to every device of the app (or to those of `userIDs`, or those with all of `tags`); its id.
     public func enqueue(
-        appID: String, payload: String, userIDs: [String]? = nil, tags: [String]? = nil, priority: Int = 0
+        appID: String, payload: String, userIDs: [String]? = nil, tags: [String]? = nil, priority: Int = 0,
+        pushType: String? = nil
     ) async throws -> Int64? {
         try await run("""
             SELECT push.enqueue(\(appID), \(payload)::jsonb, user_ids => \(userIDs), tags => \(tags),
-                                priority => \(priority)::int)
+                                priority => \(priority)::int, push_type => \(pushType)::text)
             """).first?.decode(Int64.self)
     }
 

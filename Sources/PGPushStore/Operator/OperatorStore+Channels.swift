@@ -30,7 +30,7 @@ extension OperatorStore {
 
     /// `push.create_channel`: the row's id (an existing live channel of that name and policy is the same one).
     public func createChannel(appID: String, name: String, storagePolicy: Int) async throws -> Int64 {
-        let rows = try await run("SELECT push.create_channel(\(appID), \(name), storage_policy => \(storagePolicy))")
+        let rows = try await run("SELECT push.create_channel(\(appID), \(name), storage_policy => \(storagePolicy)::int)")
         return try rows.first?.decode(Int64.self) ?? 0
     }
 

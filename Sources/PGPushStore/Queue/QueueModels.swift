@@ -85,8 +85,9 @@ public struct JobDetails: Sendable, Hashable {
     public var audienceKind: String = "device"
     /// A start's ActivityAttributes type: only push-to-start tokens of that type are in the audience.
     public var activityType: String?
-    /// An update's activities: only their update tokens are in the audience.
-    public var activityIDs: [String]?
+    /// Whether the job updates activities by id (`push.jobs.activity_ids`): only their update tokens are in
+    /// the audience. The list itself stays in the job's row.
+    public var byActivity = false
     /// APNs' id of the broadcast channel of a channel job, whose one "token" it is: one request to
     /// `/4/broadcasts/apps/<bundle id>` instead of one per device.
     public var channelID: String?

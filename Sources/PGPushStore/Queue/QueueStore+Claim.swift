@@ -66,24 +66,24 @@ extension QueueStore {
                    coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims, c.estimated_tokens,
                    j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags,
                    j.failure_reason, c.platform, CASE WHEN c.platform = 'android' THEN j.fcm::text END,
-                   j.audience_kind, j.activity_type, j.activity_ids, j.channel_id
+                   j.audience_kind, j.activity_type, j.activity_ids IS NOT NULL, j.channel_id
               FROM claimed c JOIN push.jobs j ON j.id = c.job_id
             """)
         // The claim does not keep the candidates' order; restore it so urgent chunks start first.
         return try rows.map { row in
             let (id, jobID, appID, priority, seq, kind, lo, hi, tokens, attempt, lastReason, claims, estimated,
                  payload, pushType, apnsPriority, expiresAt, collapseID, userIDs, tags, failure, platform, fcm,
-                 audienceKind, activityType, activityIDs, channelID) = try row.decode(
+                 audienceKind, activityType, byActivity, channelID) = try row.decode(
                 (Int64, Int64, String, Int, Int, String, String?, String?, [String], Int, String?, Int, Int,
                  String, String, Int, Date?, String?, [String]?, [String]?, String?, String, String?,
-                 String, String?, [String]?, String?).self)
+                 String, String?, Bool, String?).self)
             var job = JobDetails(
                 id: jobID, appID: appID, payload: Array(payload.utf8), pushType: pushType, apnsPriority: apnsPriority,
                 expiresAt: expiresAt, collapseID: collapseID, userIDs: userIDs, tags: tags)
             job.fcmMessage = fcm.map { Array($0.utf8) }
             job.audienceKind = audienceKind
             job.activityType = activityType
-            job.activityIDs = activityIDs
+            job.byActivity = byActivity
             job.channelID = channelID
             return ClaimedChunk(
                 id: id, jobID: jobID, appID: appID, priority: priority, seq: seq,
@@ -111,7 +111,8 @@ extension QueueStore {
                AND (\(job.tags)::text[] IS NULL OR d.tags && \(job.tags)::text[])
                AND d.token_kind = \(job.audienceKind)
                AND (\(job.activityType)::text IS NULL OR d.activity_type = \(job.activityType))
-               AND (\(job.activityIDs)::text[] IS NULL OR d.activity_id = ANY (\(job.activityIDs)::text[]))
+               -- The list is read from the job's row, not sent with every chunk's read.
+               AND (NOT \(job.byActivity) OR d.activity_id = ANY ((SELECT j.activity_ids FROM push.jobs j WHERE j.id = \(chunk.jobID))::text[]))
              ORDER BY d.token
             """)
         return try rows.map { try $0.decode(String.self) }
