@@ -66,6 +66,7 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
     var keyId: String?
 
     @OptionGroup var simulatorLatency: SimulatorLatencyOptions
+    @OptionGroup var databaseLatency: DatabaseLatencyOptions
 
     @Option(help: "Share of the devices that are Android, sent through the in-process FCM simulator (1 = FCM only).")
     var androidShare: Double = 0
@@ -107,7 +108,8 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
     func run() async throws {
         var configuration = BenchRun.rigConfiguration(
             mode: "broadcast", databaseURL: databaseUrl, chunkSize: chunkSize, connectionsPerApp: connectionsPerApp,
-            simulatorLatency: try simulatorLatency.latency)
+            simulatorLatency: try simulatorLatency.latency,
+            databaseRoundTrip: databaseLatency.roundTrip)
         if let simulatorEndpoint, let simulatorCa { configuration.externalSimulator = (simulatorEndpoint, simulatorCa) }
         if let keyFile, let teamId, let keyId { configuration.externalKey = (keyFile, teamId, keyId) }
         configuration.withAndroid = androidShare > 0

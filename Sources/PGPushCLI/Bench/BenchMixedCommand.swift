@@ -66,6 +66,7 @@ struct BenchMixedCommand: AsyncParsableCommand {
     var connectionsPerApp: Int?
 
     @OptionGroup var simulatorLatency: SimulatorLatencyOptions
+    @OptionGroup var databaseLatency: DatabaseLatencyOptions
 
     @Flag(help: "Skip phase 1 (the broadcast alone); no solo tokens/s or ratio.")
     var skipSolo = false
@@ -98,7 +99,8 @@ struct BenchMixedCommand: AsyncParsableCommand {
     func run() async throws {
         var configuration = BenchRun.rigConfiguration(
             mode: "mixed", databaseURL: databaseUrl, chunkSize: chunkSize, connectionsPerApp: connectionsPerApp,
-            simulatorLatency: try simulatorLatency.latency)
+            simulatorLatency: try simulatorLatency.latency,
+            databaseRoundTrip: databaseLatency.roundTrip)
         if let listenDatabaseUrl { configuration.workerArguments += ["--listen-database-url", listenDatabaseUrl] }
         let plan = BenchMixedPlan(
             devices: devices, rate: rate, duration: duration, priority: priority, broadcastPriority: broadcastPriority,

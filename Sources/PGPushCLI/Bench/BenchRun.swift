@@ -18,7 +18,8 @@ extension BenchMixedReport: BenchReport {}
 enum BenchRun {
     /// A rig configuration from the flags every mode has; the mode adds what is its own.
     static func rigConfiguration(
-        mode: String, databaseURL: String?, chunkSize: Int?, connectionsPerApp: Int?, simulatorLatency: SimulatorLatency
+        mode: String, databaseURL: String?, chunkSize: Int?, connectionsPerApp: Int?, simulatorLatency: SimulatorLatency,
+        databaseRoundTrip: Duration? = nil
     ) -> BroadcastRig.Configuration {
         var logger = Logger(label: "pgpush.bench.\(mode)")
         logger.logLevel = .warning
@@ -27,6 +28,7 @@ enum BenchRun {
         if let chunkSize { configuration.workerArguments += ["--chunk-size", String(chunkSize)] }
         if let connectionsPerApp { configuration.workerArguments += ["--connections-per-app", String(connectionsPerApp)] }
         configuration.simulatorLatency = simulatorLatency
+        configuration.databaseRoundTrip = databaseRoundTrip
         return configuration
     }
 

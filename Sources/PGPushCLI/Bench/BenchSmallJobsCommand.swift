@@ -64,6 +64,7 @@ struct BenchSmallJobsCommand: AsyncParsableCommand {
     var connectionsPerApp: Int?
 
     @OptionGroup var simulatorLatency: SimulatorLatencyOptions
+    @OptionGroup var databaseLatency: DatabaseLatencyOptions
 
     @Option(help: "Give up after this many seconds.")
     var timeout: Double = 1800
@@ -87,7 +88,8 @@ struct BenchSmallJobsCommand: AsyncParsableCommand {
     func run() async throws {
         var configuration = BenchRun.rigConfiguration(
             mode: "small-jobs", databaseURL: databaseUrl, chunkSize: chunkSize, connectionsPerApp: connectionsPerApp,
-            simulatorLatency: try simulatorLatency.latency)
+            simulatorLatency: try simulatorLatency.latency,
+            databaseRoundTrip: databaseLatency.roundTrip)
         if let listenDatabaseUrl { configuration.workerArguments += ["--listen-database-url", listenDatabaseUrl] }
         let plan = BenchSmallJobsPlan(
             jobs: jobs, producers: producers, priority: priority, workers: workers,

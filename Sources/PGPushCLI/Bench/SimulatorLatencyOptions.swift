@@ -19,6 +19,23 @@ struct SimulatorLatencyOptions: ParsableArguments {
     }
 }
 
+/// `--db-latency-ms N` of the bench modes: the workers reach PostgreSQL through a TCP proxy that adds N ms to
+/// every round trip (half each way). This kernel has no netem; a proxy is the way to put the database one
+/// network hop away and see every statement that waits on a round trip per job or per chunk.
+struct DatabaseLatencyOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Add this round trip, in milliseconds, between the workers and PostgreSQL (a delaying TCP proxy).", valueName: "ms"))
+    var dbLatencyMs: Double?
+
+    func validate() throws {
+        if let dbLatencyMs, !(0...1000).contains(dbLatencyMs) { throw ValidationError("--db-latency-ms must be between 0 and 1000") }
+    }
+
+    var roundTrip: Duration? {
+        dbLatencyMs.flatMap { $0 > 0 ? .microseconds(Int64(($0 * 1000).rounded())) : nil }
+    }
+}
+
 extension SimulatorLatency {
     /// Lower and upper bound in milliseconds (both 0 for none).
     var millisecondBounds: (min: Double, max: Double) {

@@ -36,6 +36,10 @@ final class BroadcastRig: @unchecked Sendable {
         /// for pruning, which runs in maintenance, so it asks for 1 s; a benchmark measures the defaults, and
         /// a pass costs the database a read of every active job (`push.queue_backlog`).
         var maintenanceIntervalSeconds: Int? = 1
+        /// A round trip the workers' connections to PostgreSQL take on top of loopback, through a delaying
+        /// TCP proxy (``DelayingTCPProxy``): a database one network hop away. The rig's own connection and the
+        /// producers stay direct.
+        var databaseRoundTrip: Duration?
     }
 
     /// How many devices of each kind were registered.
@@ -67,6 +71,9 @@ final class BroadcastRig: @unchecked Sendable {
     let directory: String
     private(set) var cluster: ThrowawayPostgres?
     private(set) var simulator: APNsSimulator?
+    private(set) var databaseProxy: DelayingTCPProxy?
+    /// Where the workers connect: ``databaseURL``, or the delaying proxy in front of it.
+    private var workerDatabaseURL = ""
     private(set) var fcmSimulator: FCMSimulator?
     private var fcmEndpoint: String?
     private(set) var connection: PostgresConnection?
@@ -97,6 +104,13 @@ final class BroadcastRig: @unchecked Sendable {
             databaseURL = cluster.url
         }
         let url = try DatabaseURL(databaseURL)
+        workerDatabaseURL = databaseURL
+        if let roundTrip = configuration.databaseRoundTrip {
+            let proxy = try await DelayingTCPProxy(targetHost: url.host, targetPort: url.port, roundTrip: roundTrip)
+            lock.withLock { self.databaseProxy = proxy }
+            let password = url.password.flatMap { $0.addingPercentEncoding(withAllowedCharacters: .urlPasswordAllowed) }.map { ":" + $0 } ?? ""
+            workerDatabaseURL = "postgres://\(url.username)\(password)@127.0.0.1:\(proxy.port)/\(url.database)?sslmode=\(url.sslMode.rawValue)"
+        }
         let connection = try await connectToDatabase(url, id: 1, logger: logger)
         lock.withLock { self.connection = connection }
         _ = try await Migrator(logger: logger).migrate(connection: connection)
@@ -210,7 +224,7 @@ final class BroadcastRig: @unchecked Sendable {
 
     private func startWorker(id: String) throws {
         var arguments = [
-            "--database-url", databaseURL, "--apns-endpoint", endpoint, "--apns-ca-file", caFile,
+            "--database-url", workerDatabaseURL, "--apns-endpoint", endpoint, "--apns-ca-file", caFile,
             "--metrics-port=-1",
         ] + (configuration.maintenanceIntervalSeconds.map { ["--maintenance-interval", String($0)] } ?? [])
             + configuration.workerArguments
@@ -288,6 +302,7 @@ final class BroadcastRig: @unchecked Sendable {
         }
         await simulator?.shutdown()
         await fcmSimulator?.shutdown()
+        await lock.withLock({ self.databaseProxy })?.shutdown()
         try? await connection?.close()
         cluster?.stop()
         if configuration.databaseURL != nil, let connection = try? await reconnectForCleanup() {
