@@ -53,6 +53,9 @@ struct DashboardCommand: AsyncParsableCommand {
     @Option(help: "Seconds each page's statements may run (statement_timeout; default 5).")
     var statementTimeout: Double?
 
+    @Option(help: "Seconds one snapshot of the overview's aggregates is shared between viewers (default 2; 0 reads anew each time).")
+    var overviewCache: Double?
+
     @Option(help: "Port for /metrics, /healthz and /readyz; -1 disables (env: PGPUSH_DASHBOARD_METRICS_PORT; default -1).")
     var metricsPort: Int?
 
@@ -78,6 +81,10 @@ struct DashboardCommand: AsyncParsableCommand {
         if let statementTimeout {
             guard statementTimeout > 0 else { throw ValidationError("--statement-timeout must be positive") }
             configuration.statementTimeout = .seconds(statementTimeout)
+        }
+        if let overviewCache {
+            guard overviewCache >= 0 else { throw ValidationError("--overview-cache must be 0 or more") }
+            configuration.overviewCacheTTL = .seconds(overviewCache)
         }
         let metricsPort = try setting(metricsPort, "PGPUSH_DASHBOARD_METRICS_PORT") ?? -1
 

@@ -18,8 +18,8 @@ enum Charts {
             shapes.append("<line class=\"grid\" x1=\"\(fmt(left))\" x2=\"\(fmt(width - 8))\" y1=\"\(fmt(yy))\" y2=\"\(fmt(yy))\"/>")
             shapes.append("<text x=\"\(fmt(left - 6))\" y=\"\(fmt(yy + 4))\" text-anchor=\"end\">\(Format.count(value))</text>")
         }
-        for (minute, label) in [(0, "−60 min"), (30, "−30 min"), (59, "now")] {
-            shapes.append("<text x=\"\(fmt(x(minute)))\" y=\"\(fmt(height - 6))\" text-anchor=\"middle\">\(label)</text>")
+        for (minute, label, anchor) in [(0, "−60 min", "start"), (30, "−30 min", "middle"), (59, "now", "end")] {
+            shapes.append("<text x=\"\(fmt(x(minute)))\" y=\"\(fmt(height - 6))\" text-anchor=\"\(anchor)\">\(label)</text>")
         }
         for platform in ["ios", "android"] {
             guard let series = counts[platform] else { continue }
