@@ -25,6 +25,8 @@ struct DashboardPagesTests {
                 #expect(overview.occurrences(of: "<script") == 1, "only the dashboard's own script element")
                 #expect(!overview.contains("http://") && !overview.contains("https://") && !overview.contains("//"),
                         "every link and asset is relative to the dashboard")
+                // The live-refresh script ran: its pause button is shown (without JavaScript it stays hidden).
+                #expect(overview.contains("<button id=\"live-toggle\" type=\"button\">Pause live updates</button>"))
                 let sendsSQL = try await db.scalar(Int64.self, "SELECT count(*) FROM push.deliveries WHERE sent_at > now() - interval '59 minutes'")
                 #expect(overview.contains("Sends per minute over the last hour: \(format(sendsSQL)) in all"))
 
@@ -111,7 +113,9 @@ struct DashboardPagesTests {
                     """)
                 try await db.execute("UPDATE push.apps SET paused_reason = 'InvalidProviderToken', paused_at = now() WHERE id = 'mixed'")
                 try await Task.sleep(for: .milliseconds(300))
-                let changed = try await Browser.dumpDOM(dashboard.base + "/")
+                // Twelve seconds of the page's own time: the script polls (every 5 s) and swaps in the new <main>.
+                let changed = try await Browser.dumpDOM(dashboard.base + "/", virtualTimeMilliseconds: 12_000)
+                #expect(changed.contains("<main id=\"content\" data-refresh=\"5\" data-updated=\""), "the live refresh replaced the page's content")
                 #expect(changed.contains("Sends per minute over the last hour: \(format(sendsSQL + 700)) in all"))
                 #expect(try #require(changed.element(id: "paused-apps", tag: "ul")).contains("InvalidProviderToken"))
             }

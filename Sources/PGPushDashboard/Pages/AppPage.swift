@@ -9,7 +9,7 @@ enum AppPage {
             ? "\(Format.count(app.windowBadDeviceTokens)) BadDeviceToken of \(Format.count(app.windowAnswered)) answers (\(String(format: "%.1f %%", share * 100))); the valve judges from \(Format.count(minimumAnswers)) answers"
             : "<span class=\"\(share > valveShare ? "bad" : "")\">\(Format.count(app.windowBadDeviceTokens)) BadDeviceToken of \(Format.count(app.windowAnswered)) answers (\(String(format: "%.1f %%", share * 100))) against a threshold of \(String(format: "%.0f %%", valveShare * 100))</span>"
         let pause: HTML = app.pausedReason.map { reason in
-            HTML("<span class=\"paused\" id=\"pause-reason\">paused: \(reason)</span> since \(Format.time(app.pausedAt)), by \(app.pausedBy ?? "a worker (no operator action recorded)")")
+            HTML("<span class=\"paused\" id=\"pause-reason\">paused: \(reason)</span> since \(Format.time(app.pausedAt)), by \(app.pausedBy ?? "a worker or pgpush apps pause (no pause_app row in push.operator_audit)")")
         } ?? "active"
         let auth = app.apnsAuth == "none" ? "no APNs credential" : "APNs \(app.apnsAuth) auth"
         let facts: HTML = """

@@ -16,7 +16,8 @@ public struct DashboardConfiguration: Sendable {
     public var password: String?
     /// `statement_timeout` of each page's transaction: a page's queries never run longer than this.
     public var statementTimeout: Duration = .seconds(5)
-    /// How long one snapshot of the overview's aggregates is shared between clients.
+    /// How long one snapshot of the aggregates (the overview, and outcomes and pruned counts per filter) is shared
+    /// between clients.
     public var overviewCacheTTL: Duration = .seconds(2)
     /// Seconds between the live pages' refreshes (the embedded script polls; it can be paused).
     public var refreshSeconds: Int = 5

@@ -14,7 +14,9 @@ public final class DashboardServer: Service, Sendable {
     public let configuration: DashboardConfiguration
     let store: DashboardStore
     let logger: Logger
-    let cache: OverviewCache
+    let overviewCache: SnapshotCache<DashboardOverview>
+    let outcomesCache: SnapshotCache<[DashboardOutcome]>
+    let prunedCache: SnapshotCache<[DashboardPrunedCount]>
     private let boundPort = Mutex<Int?>(nil)
 
     /// - Parameters:
@@ -25,7 +27,9 @@ public final class DashboardServer: Service, Sendable {
         self.configuration = configuration
         self.store = DashboardStore(client: client, statementTimeout: configuration.statementTimeout, logger: logger)
         self.logger = logger
-        self.cache = OverviewCache(ttl: configuration.overviewCacheTTL)
+        self.overviewCache = SnapshotCache(ttl: configuration.overviewCacheTTL)
+        self.outcomesCache = SnapshotCache(ttl: configuration.overviewCacheTTL)
+        self.prunedCache = SnapshotCache(ttl: configuration.overviewCacheTTL)
     }
 
     /// The port actually bound, once listening (useful with port 0).
@@ -93,7 +97,7 @@ public final class DashboardServer: Service, Sendable {
 
     private func overview(_ context: PageContext) async throws -> Page? {
         let store = self.store
-        let snapshot = try await cache.get { try await store.read { try await $0.overview() } }
+        let snapshot = try await overviewCache.get("overview") { try await store.read { try await $0.overview() } }
         return OverviewPage.render(snapshot, context)
     }
 
@@ -119,8 +123,12 @@ public final class DashboardServer: Service, Sendable {
         let range = OutcomesPage.range(q)
         let now = Date()
         let platform = q["platform"].flatMap { ["ios", "android"].contains($0) ? $0 : nil }
-        let rows = try await store.read {
-            try await $0.outcomes(from: now.addingTimeInterval(-range.seconds), to: now.addingTimeInterval(60), app: q["app"], platform: platform, reason: q["reason"])
+        let (app, reason, store) = (q["app"], q["reason"], self.store)
+        let key = [range.key, app ?? "", platform ?? "", reason ?? ""].joined(separator: "\u{0}")
+        let rows = try await outcomesCache.get(key) {
+            try await store.read {
+                try await $0.outcomes(from: now.addingTimeInterval(-range.seconds), to: now.addingTimeInterval(60), app: app, platform: platform, reason: reason)
+            }
         }
         return OutcomesPage.render(rows, context)
     }
@@ -128,9 +136,9 @@ public final class DashboardServer: Service, Sendable {
     private func pruned(_ context: PageContext) async throws -> Page? {
         let app = context.query["app"]
         let since = Date().addingTimeInterval(-30 * 86_400)
-        let (counts, recent) = try await store.read { reader in
-            (try await reader.prunedCounts(since: since, app: app), try await reader.recentlyPruned(app: app, limit: 100))
-        }
+        let store = self.store
+        let counts = try await prunedCache.get(app ?? "") { try await store.read { try await $0.prunedCounts(since: since, app: app) } }
+        let recent = try await store.read { try await $0.recentlyPruned(app: app, limit: 100) }
         return PrunedPage.render(counts, recent, context)
     }
 

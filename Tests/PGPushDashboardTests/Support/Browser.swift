@@ -7,10 +7,12 @@ enum Browser {
 
     /// The DOM after load. Every host but 127.0.0.1 resolves to nothing, so a page that needed another host
     /// would show it as missing content.
-    static func dumpDOM(_ url: String) async throws -> String {
+    /// - Parameter virtualTimeMilliseconds: lets the page's timers run this long (in Chromium's virtual time,
+    ///   fetches waited for) before the DOM is dumped: the live pages poll meanwhile.
+    static func dumpDOM(_ url: String, virtualTimeMilliseconds: Int? = nil) async throws -> String {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("pgpush-dom-\(UUID().uuidString).html")
         defer { try? FileManager.default.removeItem(at: output) }
-        try await run(["--dump-dom", url], stdout: output)
+        try await run((virtualTimeMilliseconds.map { ["--virtual-time-budget=\($0)"] } ?? []) + ["--dump-dom", url], stdout: output)
         return try String(contentsOf: output, encoding: .utf8)
     }
 
