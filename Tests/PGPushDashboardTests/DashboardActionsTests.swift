@@ -105,6 +105,24 @@ struct DashboardActionsTests {
         }
     }
 
+    @Test func aBasePathPrefixesEveryRouteAndLink() async throws {
+        try await TestDatabase.with { db in
+            let jobs = try await Seed.standard(db)
+            let configuration = DashboardHarness.configuration { $0.basePath = "/pgpush" }
+            try await DashboardHarness.with(configuration, client: db.client, logger: db.logger) { dashboard in
+                #expect(dashboard.base.hasSuffix("/pgpush"))
+                for path in ["", "/", "/jobs", "/jobs/\(jobs.broadcast)", "/apps/mixed", "/outcomes", "/pruned", "/audit", "/assets/app.css"] {
+                    #expect(try await HTTPClient.send("GET", dashboard.base + path).status == 200, "\(path)")
+                }
+                let root = dashboard.base.replacingOccurrences(of: "/pgpush", with: "")
+                #expect(try await HTTPClient.send("GET", root + "/jobs").status == 404)
+                let page = try await HTTPClient.send("GET", dashboard.base + "/")
+                #expect(page.body.contains("href=\"/pgpush/assets/app.css\"") && page.body.contains("href=\"/pgpush/apps/mixed\""))
+                #expect(!page.body.contains("href=\"/jobs\""))
+            }
+        }
+    }
+
     private func Format(_ n: Int64) -> String {
         let digits = String(n)
         var out = ""

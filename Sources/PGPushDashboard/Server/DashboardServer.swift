@@ -41,10 +41,7 @@ public final class DashboardServer: Service, Sendable {
         router.add(middleware: SecurityMiddleware(auth: auth, allowActions: configuration.allowActions, logger: logger))
         let routes = configuration.basePath.isEmpty ? router.group() : router.group(RouterPath(configuration.basePath))
         addRoutes(routes)
-        if !configuration.basePath.isEmpty {
-            // `/pgpush` without the slash is the overview too.
-            router.get(RouterPath(configuration.basePath)) { [self] request, _ in try await page("overview", request) { try await self.overview($0) } }
-        }
+        // With a base path, the group's "/" answers both `/pgpush` and `/pgpush/` (the router ignores a trailing slash).
         let app = Application(
             router: router,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
