@@ -101,6 +101,29 @@ struct DashboardActionsTests {
                     #expect(try await HTTPClient.send("GET", dashboard.base + "/apps/news").status == 404)
                     #expect(try await HTTPClient.send("GET", dashboard.base + "/jobs/\(jobs.failed)").status == 404)
                 }
+                // Its actions reach only its apps, even with the privileges the actions need (README).
+                try await db.execute("""
+                    GRANT UPDATE (paused_reason, paused_at, updated_at) ON push.apps TO \(unescaped: login);
+                    """)
+                try await db.execute("GRANT INSERT ON push.operator_audit TO \(unescaped: login)")
+                try await db.execute("GRANT EXECUTE ON FUNCTION push.cancel(bigint) TO \(unescaped: login)")
+                let acting = DashboardHarness.configuration {
+                    $0.allowActions = true
+                    $0.password = Self.credentials.1
+                }
+                try await DashboardHarness.with(acting, client: client, logger: db.logger) { dashboard in
+                    let refusedCancel = try await HTTPClient.send("POST", dashboard.base + "/jobs/\(jobs.queued)/cancel", credentials: Self.credentials)
+                    #expect(refusedCancel.status == 404)
+                    let refusedPause = try await HTTPClient.send(
+                        "POST", dashboard.base + "/apps/news/pause", credentials: Self.credentials, form: "reason=not+mine")
+                    #expect(refusedPause.status == 404)
+                    #expect(try await db.strings("SELECT state FROM push.jobs WHERE id = \(jobs.queued)") == ["queued"])
+                    #expect(try await db.strings("SELECT paused_reason FROM push.apps WHERE id = 'news'") == [Seed.scriptReason])
+                    let ownPause = try await HTTPClient.send(
+                        "POST", dashboard.base + "/apps/mixed/pause", credentials: Self.credentials, form: "reason=mine")
+                    #expect(ownPause.status == 303)
+                    #expect(try await db.strings("SELECT actor FROM push.operator_audit WHERE action = 'pause_app'") == ["dashboard:admin (\(login))"])
+                }
             }
         }
     }
