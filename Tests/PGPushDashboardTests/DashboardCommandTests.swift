@@ -22,6 +22,15 @@ struct DashboardCommandTests {
         #expect(noDatabase.status == 64)
     }
 
+    @Test(.database) func aDatabaseThatDoesNotExistEndsItWithTheReason() async throws {
+        var url = try TestDatabase.clusterURL()
+        url.database = "pgpush_no_such_database"
+        let raw = "postgres://\(url.username)@\(url.host):\(url.port)/\(url.database)?sslmode=disable"
+        let result = try await Child.run(["dashboard", "--database-url", raw, "--port", "0"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("database \"pgpush_no_such_database\" does not exist"))
+    }
+
     @Test(.database) func servesTheOverviewWithinSecondsAndStopsOnSIGTERM() async throws {
         try await TestDatabase.with { db in
             _ = try await Seed.standard(db)

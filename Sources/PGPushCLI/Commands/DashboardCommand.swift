@@ -88,6 +88,8 @@ struct DashboardCommand: AsyncParsableCommand {
         }
         let metricsPort = try setting(metricsPort, "PGPUSH_DASHBOARD_METRICS_PORT") ?? -1
 
+        try await checkDatabase(url, logger: logger)
+
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let client = PostgresClient(
@@ -116,6 +118,21 @@ struct DashboardCommand: AsyncParsableCommand {
             throw ExitCode.failure
         } catch let error as MetricsServer.BindError {
             throw ValidationError(error.description)
+        }
+    }
+
+    /// Connects once before listening, as the worker does: a wrong database name, user, password or TLS setting
+    /// ends the command with a message saying what is wrong. An unreachable server is only reported: the pages
+    /// answer 500 until it is back.
+    private func checkDatabase(_ url: DatabaseURL, logger: Logger) async throws {
+        do {
+            let connection = try await connectToDatabase(url, logger: logger)
+            try? await connection.close()
+        } catch let failure as ConnectionFailure where failure.kind == .unreachable {
+            printError("pgpush: warning: \(failure); the dashboard serves and its pages fail until the database answers")
+        } catch let failure as ConnectionFailure {
+            printError("pgpush: \(failure)")
+            throw ExitCode.failure
         }
     }
 }
