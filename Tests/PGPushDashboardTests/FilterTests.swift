@@ -47,3 +47,15 @@ import Testing
         #expect(Layout.exportLink("jobs", "csv", context) == "?app=news&format=csv&table=jobs")
     }
 }
+
+/// The outcomes page reads one daily partition per statement.
+@Suite struct DayWindowTests {
+    @Test func aRangeIsCutAtUTCMidnights() {
+        let from = Date(timeIntervalSince1970: 1_795_564_800 - 3600)  // 2026-11-24 23:00Z
+        let to = Date(timeIntervalSince1970: 1_795_564_800 + 86_400 + 60)  // 2026-11-26 00:01Z
+        let windows = OutcomesPage.dayWindows(from: from, to: to)
+        #expect(windows.map { $0.0.timeIntervalSince1970 } == [1_795_561_200, 1_795_564_800, 1_795_651_200])
+        #expect(windows.map { $0.1.timeIntervalSince1970 } == [1_795_564_800, 1_795_651_200, 1_795_651_260])
+        #expect(OutcomesPage.dayWindows(from: to, to: to).isEmpty)
+    }
+}

@@ -10,6 +10,31 @@ enum OutcomesPage {
         ranges.first { $0.key == q["range"] } ?? ranges[1]
     }
 
+    /// [from, to) cut at UTC midnights: one window per daily partition of push.deliveries.
+    static func dayWindows(from: Date, to: Date) -> [(Date, Date)] {
+        var windows: [(Date, Date)] = []
+        var start = from
+        while start < to {
+            let midnight = (floor(start.timeIntervalSince1970 / 86_400) + 1) * 86_400
+            let end = min(to, Date(timeIntervalSince1970: midnight))
+            windows.append((start, end))
+            start = end
+        }
+        return windows
+    }
+
+    /// Newest day first, then the biggest counts, as one statement over the range orders them.
+    static func sorted(_ rows: [DashboardOutcome]) -> [DashboardOutcome] {
+        rows.sorted { a, b in
+            if a.day != b.day { return a.day > b.day }
+            if a.count != b.count { return a.count > b.count }
+            if a.appID != b.appID { return a.appID < b.appID }
+            if a.platform != b.platform { return a.platform < b.platform }
+            if a.status != b.status { return a.status < b.status }
+            return (a.reason ?? "") < (b.reason ?? "")
+        }
+    }
+
     static func render(_ rows: [DashboardOutcome], _ context: PageContext) -> Page {
         let q = context.query
         let table = DataTable(
