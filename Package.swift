@@ -4,6 +4,7 @@ import PackageDescription
 // Dependencies point one way:
 //   PGPushCore ← PGPushTransport / PGPushSimulator / PGPushStore ← PGPushDispatcher ← pgpush (PGPushCLI)
 //   PGPushStore ← PGPushDevelopment ← pgpush (PGPushCLI) and the tests
+//   PGPushStore ← PGPushDashboard (Hummingbird) ← pgpush (PGPushCLI)
 // The core imports neither NIO nor PostgresNIO. PGPushTransport is the provider-neutral HTTP/2 client
 // (connection, pool, stream dispatcher, TLS, credentials); its Providers/APNs and Providers/FCM folders
 // hold what is particular to each provider (request building, token rejection, the OAuth exchange).
@@ -56,6 +57,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        // The dashboard's HTTP server: Hummingbird runs as a service-lifecycle Service on the NIO we already
+        // link. Its default traits are off: swift-configuration is not needed and only lengthens the build.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.0.0", traits: []),
     ],
     targets: [
         .target(
@@ -143,10 +147,24 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        .target(
+            name: "PGPushDashboard",
+            dependencies: [
+                "PGPushCore",
+                "PGPushStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "PGPushCLI",
             dependencies: [
                 "PGPushCore",
+                "PGPushDashboard",
                 "PGPushTransport",
                 "PGPushSimulator",
                 "PGPushStore",
@@ -207,6 +225,14 @@ let package = Package(
                 "PGPushTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "PGPushDashboardTests",
+            dependencies: [
+                "PGPushCore", "PGPushStore", "PGPushDashboard", "PGPushTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -21,6 +21,7 @@ struct PGPushCommand: AsyncParsableCommand {
             ChannelsCommand.self,
             SimulatorCommand.self,
             DemoCommand.self,
+            DashboardCommand.self,
         ]
     )
 

@@ -1,0 +1,54 @@
+import Foundation
+import PGPushStore
+
+/// `/apps/<id>`: settings, pause and who made it, the safety valve, prune candidates, failures over 24 h.
+enum AppPage {
+    static func render(_ app: DashboardAppDetail, _ context: PageContext, valveShare: Double, minimumAnswers: Int64) -> Page {
+        let share = app.windowAnswered > 0 ? Double(app.windowBadDeviceTokens) / Double(app.windowAnswered) : 0
+        let valve: HTML = app.windowAnswered < minimumAnswers
+            ? "\(Format.count(app.windowBadDeviceTokens)) BadDeviceToken of \(Format.count(app.windowAnswered)) answers (\(String(format: "%.1f %%", share * 100))); the valve judges from \(Format.count(minimumAnswers)) answers"
+            : "<span class=\"\(share > valveShare ? "bad" : "")\">\(Format.count(app.windowBadDeviceTokens)) BadDeviceToken of \(Format.count(app.windowAnswered)) answers (\(String(format: "%.1f %%", share * 100))) against a threshold of \(String(format: "%.0f %%", valveShare * 100))</span>"
+        let pause: HTML = app.pausedReason.map { reason in
+            HTML("<span class=\"paused\" id=\"pause-reason\">paused: \(reason)</span> since \(Format.time(app.pausedAt)), by \(app.pausedBy ?? "a worker or pgpush apps pause (no pause_app row in push.operator_audit)")")
+        } ?? "active"
+        let auth = app.apnsAuth == "none" ? "no APNs credential" : "APNs \(app.apnsAuth) auth"
+        let facts: HTML = """
+            <dl class="facts">
+            <dt>Topic</dt><dd>\(app.topic ?? "—")</dd>
+            <dt>Environment</dt><dd>\(app.environment)</dd>
+            <dt>Authentication</dt><dd>\(auth)\(app.fcmProjectID.map { HTML("; FCM project \($0)") } ?? .empty)</dd>
+            <dt>Rate limit</dt><dd>\(app.rateLimit.map { "\(Format.count(Int64($0))) notifications/s" } ?? "unlimited")</dd>
+            <dt>Status</dt><dd>\(pause)</dd>
+            <dt>Safety valve window</dt><dd>\(valve)</dd>
+            <dt>Prune candidates</dt><dd>\(Format.count(app.suppressedPruneCandidates)) suppressed by the valve, \(Format.count(app.waitingPruneCandidates)) waiting</dd>
+            </dl>
+            """
+        let appPath = "/apps/" + FormData.percentEncode(app.id)
+        var actions: HTML = .empty
+        if context.allowActions {
+            actions = app.pausedReason == nil
+                ? "<form class=\"action\" method=\"post\" action=\"\(context.link(appPath + "/pause"))\"><input name=\"reason\" required maxlength=\"500\" placeholder=\"reason\"><button type=\"submit\">Pause app</button></form>"
+                : "<form class=\"action\" method=\"post\" action=\"\(context.link(appPath + "/resume"))\"><button type=\"submit\">Resume app</button></form>"
+        }
+        let failures = DataTable(
+            name: "failures", columns: ["platform", "status", "reason", "count", "hint"],
+            rows: app.failures.map { f in
+                [.text(f.platform), .integer(Int64(f.status)), reasonCell(f.reason, context), .integer(f.count), .text(Remediation.hint(for: f.reason))]
+            }, numeric: [1, 3])
+        let body: HTML = """
+            \(facts)
+            \(actions)
+            <p><a href="\(context.link("/jobs", FormData.encode([("app", app.id)])))">Jobs of \(app.id)</a> · <a href="\(context.link("/outcomes", FormData.encode([("app", app.id)])))">Outcomes</a> · <a href="\(context.link("/pruned", FormData.encode([("app", app.id)])))">Pruned</a></p>
+            <h2>Top failure reasons, last 24 h</h2>
+            \(Layout.table(failures, context, empty: "No failure in the last 24 hours."))
+            """
+        return Page(title: "App \(app.id)", body: body, tables: [failures])
+    }
+
+    /// A reason linked to its remediation hint.
+    static func reasonCell(_ reason: String?, _ context: PageContext) -> Cell {
+        guard let reason else { return Cell(.null, html: "—") }
+        guard Remediation.hint(for: reason) != nil else { return .text(reason) }
+        return Cell(.text(reason), html: "<a href=\"\(context.link("/outcomes"))#\(Remediation.anchor(reason))\">\(reason)</a>")
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import PGPushStore
+
+/// `/jobs/<id>`: the timeline, per-platform counts, the outcome reasons, the payload (collapsed).
+enum JobPage {
+    static func render(_ d: DashboardJobDetail, _ context: PageContext) -> Page {
+        let job = d.job
+        let active = job.state == "queued" || job.state == "running"
+        let timeline: HTML = """
+            <dl class="facts" id="timeline">
+            <dt>App</dt><dd><a href="\(context.link("/apps/" + FormData.percentEncode(job.appID)))">\(job.appID)</a></dd>
+            <dt>State</dt><dd id="job-state">\(job.state)\(d.failureReason.map { HTML(" <span class=\"bad\">(\($0))</span>") } ?? .empty)</dd>
+            <dt>Push type / priority</dt><dd>\(d.pushType) / \(job.priority)</dd>
+            <dt>Created</dt><dd>\(Format.time(job.createdAt))</dd>
+            <dt>Send at</dt><dd>\(Format.time(d.sendAt))</dd>
+            <dt>Started</dt><dd>\(Format.time(d.startedAt))</dd>
+            <dt>First send</dt><dd>\(Format.time(d.firstSentAt))\(d.firstSentAt.map { HTML(" <span class=\"note\">(\(Format.duration($0.timeIntervalSince(max(job.createdAt, d.sendAt)))) after enqueue)</span>") } ?? .empty)</dd>
+            <dt>Finished</dt><dd>\(Format.time(job.finishedAt))</dd>
+            <dt>Expires</dt><dd>\(Format.time(d.expiresAt))</dd>
+            \(job.idempotencyKey.map { HTML("<dt>Idempotency key</dt><dd>\($0)</dd>") } ?? .empty)
+            </dl>
+            <p>\(Charts.progress(job))</p>
+            """
+        let platforms = DataTable(
+            name: "platforms", columns: ["platform", "total", "delivered", "failed", "pruned"],
+            rows: [
+                [.text("ios"), .integer(job.iosTotal), .integer(job.iosDelivered), .integer(job.iosFailed), .integer(d.prunedByPlatform["ios"] ?? 0)],
+                [.text("android"), .integer(job.androidTotal ?? (job.total == nil ? nil : 0)), .integer(job.androidDelivered), .integer(job.androidFailed), .integer(d.prunedByPlatform["android"] ?? 0)],
+            ], numeric: [1, 2, 3, 4])
+        let reasons = DataTable(
+            name: "reasons", columns: ["platform", "status", "reason", "count", "hint"],
+            rows: d.reasons.map { r in
+                [.text(r.platform), .integer(Int64(r.status)), AppPage.reasonCell(r.reason, context), .integer(r.count), .text(Remediation.hint(for: r.reason))]
+            }, numeric: [1, 3])
+        var actions: HTML = .empty
+        if context.allowActions, active {
+            actions = "<form class=\"action\" method=\"post\" action=\"\(context.link("/jobs/\(job.id)/cancel"))\"><button type=\"submit\">Cancel job</button></form>"
+        }
+        let body: HTML = """
+            \(timeline)
+            \(actions)
+            <h2>By platform</h2>
+            \(Layout.table(platforms, context))
+            <h2>Outcomes by reason</h2>
+            \(Layout.table(reasons, context, empty: "No outcome recorded yet."))
+            <details id="payload"><summary>Payload</summary><pre>\(d.payload)</pre>\(d.fcm.map { HTML("<p>FCM message</p><pre>\($0)</pre>") } ?? .empty)</details>
+            """
+        return Page(title: "Job \(job.id)", body: body, tables: [platforms, reasons], live: active)
+    }
+}

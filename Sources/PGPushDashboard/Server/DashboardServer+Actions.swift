@@ -1,0 +1,57 @@
+import Foundation
+import Hummingbird
+import PGPushStore
+
+/// The POST routes, which exist only with `--allow-actions`. ``SecurityMiddleware`` has already checked the
+/// password and refused cross-site requests. Each goes through the statements the CLI uses, is audited naming
+/// the dashboard user, and answers with a redirect back to the page (a reload does not repeat it).
+extension DashboardServer {
+    func addActions(_ routes: RouterGroup<BasicRequestContext>) {
+        routes.post("/jobs/:id/cancel") { [self] _, context in
+            let id = try context.parameters.require("id", as: Int64.self)
+            return try await act("cancel") {
+                switch try await self.store.cancelJob(id, user: self.configuration.user) {
+                case .done, .unchanged: return Self.redirect(self.configuration.basePath + "/jobs/\(id)")
+                case .notFound: return Self.text(.notFound, "unknown job\n")
+                }
+            }
+        }
+        routes.post("/apps/:id/pause") { [self] request, context in
+            let id = try context.parameters.require("id")
+            var request = request
+            let form = FormData(String(buffer: try await request.collectBody(upTo: 16 * 1024)))
+            guard let reason = form["reason"], reason.count <= 500 else {
+                return Self.text(.badRequest, "a pause needs a reason (at most 500 characters)\n")
+            }
+            return try await act("pause") {
+                switch try await self.store.pauseApp(id, reason: "paused from the dashboard: " + reason, user: self.configuration.user) {
+                case .done, .unchanged: return Self.redirect(self.configuration.basePath + "/apps/" + FormData.percentEncode(id))
+                case .notFound: return Self.text(.notFound, "unknown app\n")
+                }
+            }
+        }
+        routes.post("/apps/:id/resume") { [self] _, context in
+            let id = try context.parameters.require("id")
+            return try await act("resume") {
+                switch try await self.store.resumeApp(id, user: self.configuration.user) {
+                case .done, .unchanged: return Self.redirect(self.configuration.basePath + "/apps/" + FormData.percentEncode(id))
+                case .notFound: return Self.text(.notFound, "unknown app\n")
+                }
+            }
+        }
+    }
+
+    private func act(_ name: String, _ body: () async throws -> Response) async throws -> Response {
+        do {
+            let response = try await body()
+            logger.notice("dashboard action", metadata: ["action": "\(name)", "user": "\(configuration.user)", "status": "\(response.status.code)"])
+            return response
+        } catch {
+            return failure(error, page: name)
+        }
+    }
+
+    static func redirect(_ location: String) -> Response {
+        Response(status: .seeOther, headers: [.location: location])
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import PostgresNIO
+
+/// What an action did.
+public enum DashboardActionResult: Sendable, Equatable {
+    /// It changed something.
+    case done
+    /// Nothing to do: the job had already ended, the app was not paused.
+    case unchanged
+    /// No such job or app, or one of an app the login is not granted.
+    case notFound
+}
+
+extension DashboardStore {
+    /// `push.cancel`, audited in the same transaction. `push.cancel` applies the login's app grants itself.
+    public func cancelJob(_ jobID: Int64, user: String) async throws -> DashboardActionResult {
+        try await write { connection in
+            let cancelled: Bool
+            do {
+                cancelled = try await connection.query("SELECT push.cancel(\(jobID))", logger: logger).collect()
+                    .first?.decode(Bool.self) ?? false
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "P0002" {
+                return .notFound
+            }
+            guard cancelled else { return .unchanged }
+            let appID = try await connection.query("SELECT app_id FROM push.jobs WHERE id = \(jobID)", logger: logger)
+                .collect().first?.decode(String.self)
+            try await audit(connection, user: user, action: "cancel_job", appID: appID, detail: "job \(jobID)")
+            return .done
+        }
+    }
+
+    /// An operator's pause (``OperatorStore/pauseApp(_:reason:)``, the statement `pgpush apps pause` runs),
+    /// audited with the reason.
+    public func pauseApp(_ appID: String, reason: String, user: String) async throws -> DashboardActionResult {
+        try await write { connection in
+            guard try await isGranted(appID, connection) else { return .notFound }
+            let store = OperatorStore(connection: connection, logger: logger)
+            guard try await store.pauseApp(appID, reason: reason) else { return .notFound }
+            try await audit(connection, user: user, action: "pause_app", appID: appID, detail: "reason: \(reason)")
+            return .done
+        }
+    }
+
+    /// ``OperatorStore/resumeApp(_:)`` (`pgpush apps resume`), audited when the app was paused.
+    public func resumeApp(_ appID: String, user: String) async throws -> DashboardActionResult {
+        try await write { connection in
+            guard try await isGranted(appID, connection) else { return .notFound }
+            let store = OperatorStore(connection: connection, logger: logger)
+            switch try await store.resumeApp(appID) {
+            case nil: return .notFound
+            case false?: return .unchanged
+            case true?:
+                try await audit(connection, user: user, action: "resume_app", appID: appID, detail: nil)
+                return .done
+            }
+        }
+    }
+
+    /// The table's `actor` is the database login by default; the dashboard's rows name its user as well, since
+    /// every dashboard user shares that login.
+    private func audit(_ connection: PostgresConnection, user: String, action: String, appID: String?, detail: String?) async throws {
+        _ = try await connection.query("""
+            INSERT INTO push.operator_audit (actor, action, app_id, detail)
+            VALUES ('dashboard:' || \(user)::text || ' (' || session_user || ')', \(action), \(appID), \(detail))
+            """, logger: logger).collect()
+    }
+
+    /// Whether the login may see the app: the operator statements on push.apps do not apply grants themselves.
+    private func isGranted(_ appID: String, _ connection: PostgresConnection) async throws -> Bool {
+        try await connection.query("""
+            SELECT g IS NULL OR \(appID)::text = ANY (g) FROM push.granted_apps() AS g
+            """, logger: logger).collect().first?.decode(Bool.self) ?? false
+    }
+}

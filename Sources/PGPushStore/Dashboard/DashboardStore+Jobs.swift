@@ -1,0 +1,164 @@
+import Foundation
+import PostgresNIO
+
+/// The filters of the jobs page; every one is optional. `before` is the keyset cursor: the smallest job id of
+/// the previous page.
+public struct DashboardJobFilter: Sendable, Hashable, Codable {
+    public var app: String?
+    public var state: String?
+    /// `ios` or `android`: jobs whose audience has that platform.
+    public var platform: String?
+    public var priority: Int32?
+    /// Created at or after / before.
+    public var from: Date?
+    public var to: Date?
+    public var jobID: Int64?
+    public var idempotencyKey: String?
+    public var before: Int64?
+    public var limit: Int
+
+    public init(
+        app: String? = nil, state: String? = nil, platform: String? = nil, priority: Int32? = nil, from: Date? = nil,
+        to: Date? = nil, jobID: Int64? = nil, idempotencyKey: String? = nil, before: Int64? = nil, limit: Int = 50
+    ) {
+        self.app = app
+        self.state = state
+        self.platform = platform
+        self.priority = priority
+        self.from = from
+        self.to = to
+        self.jobID = jobID
+        self.idempotencyKey = idempotencyKey
+        self.before = before
+        self.limit = limit
+    }
+}
+
+/// A job's counters from its own row (never the audience counted from push.devices: a job not expanded yet
+/// has no total).
+public struct DashboardJobRow: Sendable, Codable {
+    public var id: Int64
+    public var appID: String
+    public var state: String
+    public var priority: Int32
+    public var total: Int64?
+    public var delivered: Int64
+    /// Failed and expired.
+    public var failed: Int64
+    public var pruned: Int64
+    public var androidTotal: Int64?
+    public var androidDelivered: Int64
+    public var androidFailed: Int64
+    public var createdAt: Date
+    public var finishedAt: Date?
+    public var idempotencyKey: String?
+
+    public var iosTotal: Int64? { total.map { $0 - (androidTotal ?? 0) } }
+    public var iosDelivered: Int64 { delivered - androidDelivered }
+    public var iosFailed: Int64 { failed - androidFailed }
+}
+
+/// A job's page.
+public struct DashboardJobDetail: Sendable, Codable {
+    public var job: DashboardJobRow
+    public var sendAt: Date
+    public var startedAt: Date?
+    public var firstSentAt: Date?
+    public var expiresAt: Date?
+    public var pushType: String
+    public var failureReason: String?
+    public var payload: String
+    public var fcm: String?
+    public var reasons: [DashboardReasonCount]
+    /// Devices pruned because of this job's answers, per platform.
+    public var prunedByPlatform: [String: Int64]
+}
+
+extension DashboardReader {
+    /// One page of jobs, newest first; one row more than `limit` tells that another page follows.
+    public func jobs(_ filter: DashboardJobFilter) async throws -> [DashboardJobRow] {
+        let f = filter
+        return try await run("""
+            SELECT \(unescaped: DashboardJobRow.columns) FROM push.jobs
+             WHERE (\(granted)::text[] IS NULL OR app_id = ANY (\(granted)::text[]))
+               AND (\(f.app)::text IS NULL OR app_id = \(f.app)::text)
+               AND (\(f.state)::text IS NULL OR state = \(f.state)::text)
+               AND (\(f.priority)::int4 IS NULL OR priority = \(f.priority)::int4)
+               AND (\(f.from)::timestamptz IS NULL OR created_at >= \(f.from)::timestamptz)
+               AND (\(f.to)::timestamptz IS NULL OR created_at < \(f.to)::timestamptz)
+               AND (\(f.jobID)::int8 IS NULL OR id = \(f.jobID)::int8)
+               AND (\(f.idempotencyKey)::text IS NULL OR idempotency_key = \(f.idempotencyKey)::text)
+               AND (\(f.before)::int8 IS NULL OR id < \(f.before)::int8)
+               AND (\(f.platform)::text IS NULL
+                    OR (\(f.platform)::text = 'android' AND coalesce(android_total, 0) > 0)
+                    OR (\(f.platform)::text = 'ios' AND (total IS NULL OR total > coalesce(android_total, 0))))
+             ORDER BY id DESC LIMIT \(f.limit + 1)
+            """).map(DashboardJobRow.init(row:))
+    }
+
+    /// The job's page, or nil for an unknown job or one of an app the login is not granted.
+    public func job(_ jobID: Int64) async throws -> DashboardJobDetail? {
+        guard let row = try await run("""
+            SELECT \(unescaped: DashboardJobRow.columns), send_at, started_at, first_sent_at, expires_at, push_type,
+                   failure_reason, payload::text, fcm::text
+              FROM push.jobs
+             WHERE id = \(jobID) AND (\(granted)::text[] IS NULL OR app_id = ANY (\(granted)::text[]))
+            """).first else { return nil }
+        let job = try DashboardJobRow(row: row)
+        // Past the 14 columns of the row type; PostgresNIO decodes tuples of at most 15 columns.
+        let cells = PostgresRandomAccessRow(row)
+        let sendAt = try cells[14].decode(Date.self, context: .default)
+        let startedAt = try cells[15].decode(Date?.self, context: .default)
+        let firstSent = try cells[16].decode(Date?.self, context: .default)
+        let expires = try cells[17].decode(Date?.self, context: .default)
+        let pushType = try cells[18].decode(String.self, context: .default)
+        let failure = try cells[19].decode(String?.self, context: .default)
+        let payload = try cells[20].decode(String.self, context: .default)
+        let fcm = try cells[21].decode(String?.self, context: .default)
+
+        // The job's outcomes lie between its creation (or its send_at) and its end: bounding sent_at by them
+        // prunes push.deliveries to the partitions of those days.
+        let from = min(job.createdAt, sendAt).addingTimeInterval(-60)
+        let to = (job.finishedAt ?? Date()).addingTimeInterval(3600)
+        let reasons = try await run("""
+            SELECT platform, status, reason, count(*) FROM push.deliveries
+             WHERE job_id = \(jobID) AND sent_at >= \(from)::timestamptz AND sent_at < \(to)::timestamptz
+             GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3
+            """).map(DashboardReasonCount.init(row:))
+        var pruned: [String: Int64] = [:]
+        if job.pruned > 0 {
+            for row in try await run("""
+                SELECT coalesce(d.platform, 'unknown'), count(*) FROM push.pruned_devices p
+                  LEFT JOIN push.deliveries d ON d.job_id = p.job_id AND d.token = p.token
+                        AND d.sent_at >= \(from)::timestamptz AND d.sent_at < \(to)::timestamptz
+                 WHERE p.app_id = \(job.appID) AND p.pruned_at >= \(from)::timestamptz AND p.job_id = \(jobID)
+                 GROUP BY 1
+                """) {
+                let (platform, count) = try row.decode((String, Int64).self)
+                pruned[platform] = count
+            }
+        }
+        return DashboardJobDetail(
+            job: job, sendAt: sendAt, startedAt: startedAt, firstSentAt: firstSent, expiresAt: expires,
+            pushType: pushType, failureReason: failure, payload: payload, fcm: fcm, reasons: reasons,
+            prunedByPlatform: pruned)
+    }
+}
+
+extension DashboardJobRow {
+    /// The columns ``init(row:)`` decodes, in its order (14 of them).
+    static let columns = """
+        id, app_id, state, priority, total, delivered, failed + expired, pruned, android_total, android_delivered,
+        android_failed, created_at, finished_at, idempotency_key
+        """
+
+    init(row: PostgresRow) throws {
+        let (id, app, state, priority, total, delivered, failed, pruned, androidTotal, androidDelivered, androidFailed,
+             created, finished, key) = try row.decode(
+            (Int64, String, String, Int32, Int64?, Int64, Int64, Int64, Int64?, Int64, Int64, Date, Date?, String?).self)
+        self.init(
+            id: id, appID: app, state: state, priority: priority, total: total, delivered: delivered, failed: failed,
+            pruned: pruned, androidTotal: androidTotal, androidDelivered: androidDelivered,
+            androidFailed: androidFailed, createdAt: created, finishedAt: finished, idempotencyKey: key)
+    }
+}
