@@ -30,6 +30,7 @@ let migrationFiles = [
     "0015_pooled_topology.sql",
     "0016_job_audience.sql",
     "0017_live_activities.sql",
+    "0018_dashboard_roles.sql",
 ]
 
 let package = Package(

@@ -73,12 +73,8 @@ struct DashboardActionsTests {
     @Test func aLoginGrantedOneAppSeesOnlyThatApp() async throws {
         try await TestDatabase.with { db in
             let jobs = try await Seed.standard(db)
-            // The dashboard's own login: a reader with SELECT on the tables the dashboard reads (README), granted `mixed`.
-            let login = try await db.createLogin(memberOf: "pgpush_reader")
-            try await db.execute("""
-                GRANT SELECT ON push.apps, push.jobs, push.deliveries, push.pruned_devices, push.prune_candidates,
-                                push.workers, push.app_answer_window TO \(unescaped: login)
-                """)
+            // The dashboard's own login in the read-only group the migrations make, granted `mixed`.
+            let login = try await db.createLogin(memberOf: "pgpush_dashboard")
             try await db.execute("SELECT push.grant_app(\(login), 'mixed')")
             var url = db.url
             url.username = login
@@ -101,12 +97,8 @@ struct DashboardActionsTests {
                     #expect(try await HTTPClient.send("GET", dashboard.base + "/apps/news").status == 404)
                     #expect(try await HTTPClient.send("GET", dashboard.base + "/jobs/\(jobs.failed)").status == 404)
                 }
-                // Its actions reach only its apps, even with the privileges the actions need (README).
-                try await db.execute("""
-                    GRANT UPDATE (paused_reason, paused_at, updated_at) ON push.apps TO \(unescaped: login);
-                    """)
-                try await db.execute("GRANT INSERT ON push.operator_audit TO \(unescaped: login)")
-                try await db.execute("GRANT EXECUTE ON FUNCTION push.cancel(bigint) TO \(unescaped: login)")
+                // Its actions reach only its apps, even in the group with the privileges the actions need.
+                try await db.execute("GRANT pgpush_dashboard_actions TO \(unescaped: login)")
                 let acting = DashboardHarness.configuration {
                     $0.allowActions = true
                     $0.password = Self.credentials.1
