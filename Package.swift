@@ -232,9 +232,11 @@ let package = Package(
         .testTarget(
             name: "PGPushDashboardTests",
             dependencies: [
-                "PGPushCore", "PGPushStore", "PGPushDashboard", "PGPushTestSupport",
+                "PGPushCore", "PGPushStore", "PGPushDashboard", "PGPushTestSupport", "PGPushDispatcher", "PGPushSimulator",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(
