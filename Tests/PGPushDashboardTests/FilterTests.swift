@@ -58,4 +58,16 @@ import Testing
         #expect(windows.map { $0.1.timeIntervalSince1970 } == [1_795_564_800, 1_795_651_200, 1_795_651_260])
         #expect(OutcomesPage.dayWindows(from: to, to: to).isEmpty)
     }
+
+    @Test func onlyWholeDaysThatEndedTenMinutesAgoAreKept() {
+        let midnight = Date(timeIntervalSince1970: 1_795_564_800)  // 2026-11-25 00:00Z
+        let dayBefore = midnight.addingTimeInterval(-86_400)
+        #expect(OutcomesPage.isClosedDay(from: dayBefore, to: midnight, now: midnight.addingTimeInterval(601)))
+        #expect(!OutcomesPage.isClosedDay(from: dayBefore, to: midnight, now: midnight.addingTimeInterval(30)),
+                "outcomes of the day's last seconds may still be on their way")
+        #expect(!OutcomesPage.isClosedDay(from: dayBefore.addingTimeInterval(3600), to: midnight, now: midnight.addingTimeInterval(3600)),
+                "a partial first day changes with the range")
+        #expect(!OutcomesPage.isClosedDay(from: midnight, to: midnight.addingTimeInterval(3600), now: midnight.addingTimeInterval(7200)),
+                "today is not over")
+    }
 }

@@ -23,6 +23,14 @@ enum OutcomesPage {
         return windows
     }
 
+    /// Whether a window is a whole UTC day that ended at least 10 minutes before `now`: its outcomes no longer
+    /// change (a worker writes a send's outcome within seconds of it).
+    static func isClosedDay(from: Date, to: Date, now: Date) -> Bool {
+        let start = from.timeIntervalSince1970, end = to.timeIntervalSince1970
+        return start.truncatingRemainder(dividingBy: 86_400) == 0 && end - start == 86_400
+            && end <= now.timeIntervalSince1970 - 600
+    }
+
     /// Newest day first, then the biggest counts, as one statement over the range orders them.
     static func sorted(_ rows: [DashboardOutcome]) -> [DashboardOutcome] {
         rows.sorted { a, b in

@@ -16,6 +16,10 @@ public final class DashboardServer: Service, Sendable {
     let logger: Logger
     let overviewCache: SnapshotCache<DashboardOverview>
     let outcomesCache: SnapshotCache<[DashboardOutcome]>
+    /// The outcomes of whole UTC days that ended a while ago: they no longer change, so a week's or a month's
+    /// range reads only its newest day and the partial first one again. Kept an hour, so that the days retention
+    /// drops leave the page within the hour.
+    let closedDays = SnapshotCache<[DashboardOutcome]>(ttl: .seconds(3600), capacity: 512)
     let prunedCache: SnapshotCache<[DashboardPrunedCount]>
     private let boundPort = Mutex<Int?>(nil)
 
@@ -127,10 +131,16 @@ public final class DashboardServer: Service, Sendable {
             // One statement per UTC day (one partition each), run side by side on the pool's connections: one
             // aggregate over a week runs on one core, these on all of them. The days are disjoint, so their rows
             // only need sorting together (each day is read in its own snapshot).
+            let closedDays = self.closedDays
             let perDay = try await withThrowingTaskGroup(of: [DashboardOutcome].self) { group in
                 for (from, to) in windows {
                     group.addTask {
-                        try await store.read { try await $0.outcomes(from: from, to: to, app: app, platform: platform, reason: reason) }
+                        let read: @Sendable () async throws -> [DashboardOutcome] = {
+                            try await store.read { try await $0.outcomes(from: from, to: to, app: app, platform: platform, reason: reason) }
+                        }
+                        guard OutcomesPage.isClosedDay(from: from, to: to, now: now) else { return try await read() }
+                        let dayKey = ["\(Int(from.timeIntervalSince1970))", app ?? "", platform ?? "", reason ?? ""].joined(separator: "\u{0}")
+                        return try await closedDays.get(dayKey, read)
                     }
                 }
                 return try await group.reduce(into: [DashboardOutcome]()) { $0 += $1 }

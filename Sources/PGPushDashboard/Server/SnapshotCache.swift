@@ -19,6 +19,8 @@ actor SnapshotCache<Value: Sendable> {
     func get(_ key: String, _ load: @escaping @Sendable () async throws -> Value) async throws -> Value {
         if let snapshot = snapshots[key], ContinuousClock.now - snapshot.at < ttl { return snapshot.value }
         if let task = refreshing[key] { return try await task.value }
+        // Unstructured on purpose: every request waiting for this refresh shares it, and the first one's
+        // cancellation (its client went away) must not cancel it for the others.
         let task = Task { try await load() }
         refreshing[key] = task
         defer { refreshing[key] = nil }
