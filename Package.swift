@@ -31,6 +31,7 @@ let migrationFiles = [
     "0016_job_audience.sql",
     "0017_live_activities.sql",
     "0018_dashboard_roles.sql",
+    "0019_dashboard_grants.sql",
 ]
 
 let package = Package(

@@ -4,7 +4,9 @@
 -- job, pause and resume an app, each with an audit row. Like the other roles they are NOLOGIN groups:
 --   CREATE ROLE dashboard LOGIN PASSWORD '…' IN ROLE pgpush_dashboard;            -- read-only
 --   CREATE ROLE dashboard_ops LOGIN PASSWORD '…' IN ROLE pgpush_dashboard_actions; -- with --allow-actions
--- Roles are cluster-wide, so creating them tolerates another database's migration having done it first.
+-- Roles are cluster-wide, so creating them tolerates another database's migration having done it first. The
+-- grants are the next migration, in a transaction of their own: a concurrent migration of another database
+-- that created a role first has committed it by then, whatever this transaction saw of it.
 
 DO $$
 DECLARE
@@ -21,13 +23,3 @@ BEGIN
     END LOOP;
 END;
 $$;
-
-GRANT pgpush_reader TO pgpush_dashboard;
-GRANT SELECT ON push.apps, push.jobs, push.deliveries, push.pruned_devices, push.prune_candidates, push.workers,
-                push.app_answer_window, push.operator_audit, push.channels
-   TO pgpush_dashboard;
-
-GRANT pgpush_dashboard TO pgpush_dashboard_actions;
-GRANT UPDATE (paused_reason, paused_at, updated_at) ON push.apps TO pgpush_dashboard_actions;
-GRANT INSERT ON push.operator_audit TO pgpush_dashboard_actions;
-GRANT EXECUTE ON FUNCTION push.cancel(bigint) TO pgpush_dashboard_actions;
