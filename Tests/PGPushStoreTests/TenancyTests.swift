@@ -1,3 +1,4 @@
+import Foundation
 import PGPushStore
 import PGPushTestSupport
 import PostgresNIO
@@ -108,9 +109,11 @@ struct TenancyTests {
     @Test func aGrantToAGroupRoleCoversItsMembersAndSetRole() async throws {
         try await TestDatabase.with { db in
             _ = try await Self.twoApps(db)
-            try await db.exec("CREATE ROLE team_shop NOLOGIN IN ROLE pgpush_producer")
-            try await db.exec("SELECT push.grant_app('team_shop', 'a')")
-            let member = try await db.createLogin(memberOf: "team_shop")
+            // Roles are cluster-wide: a name of its own, so the test can run again on the same cluster.
+            let team = "team_shop_\(UUID().uuidString.prefix(8).lowercased())"
+            try await db.exec(PostgresQuery(unsafeSQL: "CREATE ROLE \(team) NOLOGIN IN ROLE pgpush_producer"))
+            try await db.exec("SELECT push.grant_app(\(team), 'a')")
+            let member = try await db.createLogin(memberOf: team)
             let connection = try await db.connect(as: member)
             defer { Task { try? await connection.close() } }
             #expect(try await Self.strings(connection, "SELECT DISTINCT app_id FROM push.job_progress", db: db) == ["a"])
