@@ -1,5 +1,6 @@
 import Foundation
 import PGPushDevelopment
+import PGPushStore
 
 /// The demo's Live Activity part, after the broadcast: an update to a few running activities by their ids,
 /// and a broadcast channel made on the simulator's channel management API, sent to once and deleted.
@@ -34,19 +35,27 @@ struct DemoLiveActivities: Sendable {
     static let update = #"{"aps":{"timestamp":1767225600,"event":"update","content-state":{"courier":"2 stops away"}}}"#
     static let channelUpdate = #"{"aps":{"timestamp":1767225600,"event":"update","content-state":{"score":"2-1","minute":89}}}"#
 
+    /// A `push.enqueue` call of the demo's app, as a producer would make it.
+    private static func request(
+        _ appID: String, _ payload: String, pushType: String? = nil, activityIDs: [String]? = nil, channel: String? = nil
+    ) -> EnqueueRequest {
+        EnqueueRequest(appID: appID, payload: payload, pushType: pushType, apnsPriority: nil, tokens: nil, userIDs: nil,
+                       tags: nil, sendAt: nil, expiresAt: nil, ttlSeconds: nil, collapseID: nil, idempotencyKey: nil,
+                       priority: nil, activityIDs: activityIDs, channel: channel)
+    }
+
     static func run(on rig: BroadcastRig, timeout: Duration) async throws -> Result {
-        let database = try rig.database
+        let (database, producer) = (try rig.database, try rig.operatorStore)
         let ids = try await database.registerActivityTokens(appID: rig.appID, count: activities, activityPrefix: "demo-order-")
-        guard let update = try await database.enqueueActivityUpdate(appID: rig.appID, payload: Self.update, activityIDs: ids)
+        guard let update = try await producer.enqueue(Self.request(rig.appID, Self.update, pushType: "liveactivity", activityIDs: ids))
         else { throw EmbeddedError("push.enqueue returned nothing") }
         let updated = try await rig.waitForJob(update, interval: .milliseconds(100), timeout: timeout) { _, _ in }
 
-        guard let channel = try await database.createChannel(appID: rig.appID, name: "demo-match", storagePolicy: 0)
-        else { throw EmbeddedError("push.create_channel returned nothing") }
+        let channel = try await producer.createChannel(appID: rig.appID, name: "demo-match", storagePolicy: 0)
         let deadline = ContinuousClock.now + timeout
         var channelID: String?
         while ContinuousClock.now < deadline, channelID == nil {
-            if let row = try await database.channelState(channel), row.state != "creating" {
+            if let row = try await producer.channelState(id: channel), row.state != "creating" {
                 guard row.state == "active" else { throw EmbeddedError("the demo channel ended \(row.state)") }
                 channelID = row.channelID
             } else {
@@ -55,14 +64,14 @@ struct DemoLiveActivities: Sendable {
         }
         guard channelID != nil else { throw EmbeddedError("the demo channel was not made in time") }
         let before = rig.broadcastRequests
-        guard let broadcast = try await database.enqueueChannelBroadcast(appID: rig.appID, payload: Self.channelUpdate, channel: "demo-match")
+        guard let broadcast = try await producer.enqueue(Self.request(rig.appID, Self.channelUpdate, channel: "demo-match"))
         else { throw EmbeddedError("push.enqueue returned nothing") }
         let broadcasted = try await rig.waitForJob(broadcast, interval: .milliseconds(100), timeout: deadline - .now) { _, _ in }
 
-        try await database.deleteChannel(appID: rig.appID, name: "demo-match")
+        _ = try await producer.deleteChannel(appID: rig.appID, name: "demo-match")
         var deleted = false
         while ContinuousClock.now < deadline, !deleted {
-            deleted = try await database.channelState(channel)?.state == "deleted"
+            deleted = try await producer.channelState(id: channel)?.state == "deleted"
             if !deleted { try await Task.sleep(for: .milliseconds(100)) }
         }
         return Result(
