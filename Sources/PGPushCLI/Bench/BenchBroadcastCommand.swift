@@ -28,6 +28,12 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
               pgpush bench broadcast --devices 100000 --latency-ms 20-40
               pgpush bench broadcast --devices 100000 --workers 2 --chunk-size 2000 --json
               pgpush bench broadcast --devices 100000 --live-activity   # a Live Activity update to 100,000 update tokens
+              pgpush bench broadcast --devices 200000 --stand-in nginx --h2load   # the worker against nginx, beside h2load
+
+            --h2load runs h2load (-c4 -m100, as many requests as devices) against the same endpoint right before
+            the broadcast, and reports the broadcast's tokens/s as a share of h2load's requests/s. --stand-in
+            nginx sends to a throwaway nginx (a C HTTP/2 server that answers 200 and checks nothing) instead of
+            the in-process simulator, so that neither side of the ratio pays for the simulator's checks.
 
             Exit codes: 0 measured, 1 the broadcast failed or timed out, 130 interrupted, 64 bad usage.
             """)
@@ -74,6 +80,12 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
     @Flag(help: "Register the devices as Live Activity update tokens and send them a liveactivity update instead of an alert.")
     var liveActivity = false
 
+    @Option(help: "What answers as APNs: simulator (in-process, checks everything) or nginx (a throwaway nginx that answers 200).")
+    var standIn: APNsStandInKind = .simulator
+
+    @Flag(help: "Run h2load (-c4 -m100) against the same endpoint first and report the broadcast's rate as a share of it.")
+    var h2load = false
+
     @Option(help: "Give up after this many seconds.")
     var timeout: Double = 1800
 
@@ -100,6 +112,15 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
         if simulatorEndpoint != nil, androidShare > 0 {
             throw ValidationError("--android-share needs the in-process simulators, not --simulator-endpoint")
         }
+        if standIn == .nginx {
+            if simulatorEndpoint != nil { throw ValidationError("--stand-in nginx and --simulator-endpoint are two different servers: pick one") }
+            if androidShare > 0 { throw ValidationError("--stand-in nginx stands in for APNs only: leave out --android-share") }
+            if simulatorLatency.latencyMs != nil { throw ValidationError("--latency-ms applies to the in-process simulator, not to --stand-in nginx") }
+        }
+        if h2load {
+            try H2LoadBaseline.checkInstalled()
+            if androidShare > 0 { throw ValidationError("--h2load measures the APNs endpoint: leave out --android-share") }
+        }
         if simulatorEndpoint != nil, simulatorLatency.latencyMs != nil {
             throw ValidationError("--latency-ms only applies to the in-process simulator, not with --simulator-endpoint")
         }
@@ -113,12 +134,22 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
         if let simulatorEndpoint, let simulatorCa { configuration.externalSimulator = (simulatorEndpoint, simulatorCa) }
         if let keyFile, let teamId, let keyId { configuration.externalKey = (keyFile, teamId, keyId) }
         configuration.withAndroid = androidShare > 0
+        configuration.nginxStandIn = standIn == .nginx
         let plan = BenchBroadcastPlan(
             devices: devices, workers: workers, latencySamples: latencySamples, timeout: .seconds(fromOption: timeout),
             androidShare: androidShare, liveActivity: liveActivity,
-            simulatorLatency: simulatorEndpoint == nil ? configuration.simulatorLatency : nil,
+            simulatorLatency: simulatorEndpoint == nil && standIn == .simulator ? configuration.simulatorLatency : nil,
+            h2load: h2load ? H2LoadBaseline(requests: devices) : nil,
             progress: json ? nil : FileHandle.standardError)
         let report = try await BenchRun.run(mode: "broadcast", configuration: configuration, json: json) { try await plan.run(on: $0) }
         guard report.jobState == "done" else { throw ExitCode.failure }
     }
+}
+
+/// What answers as APNs in an end-to-end bench.
+enum APNsStandInKind: String, ExpressibleByArgument, CaseIterable, Sendable {
+    /// The in-process APNs simulator: checks tokens, topics, payloads and provider tokens, keeps a ledger.
+    case simulator
+    /// A throwaway nginx that answers every request with 200 (``NginxAPNsStandIn``).
+    case nginx
 }

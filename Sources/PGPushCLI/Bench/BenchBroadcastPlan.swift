@@ -14,6 +14,8 @@ struct BenchBroadcastPlan: Sendable {
     var liveActivity = false
     /// The in-process simulator's answer delay, for the report; `nil` with an external simulator.
     var simulatorLatency: SimulatorLatency?
+    /// h2load against the same endpoint before the broadcast, for the ratio; `nil` skips it.
+    var h2load: H2LoadBaseline?
     /// Where progress lines go; `nil` keeps quiet (JSON output).
     var progress: FileHandle?
 
@@ -28,6 +30,14 @@ struct BenchBroadcastPlan: Sendable {
         audience.activityTokens = liveActivity
         try await rig.registerDevices(audience)
         say("bench: \(devices) devices registered in \(String(format: "%.1f", (clock.now - registering).seconds)) s")
+
+        // The same run's baseline, while nothing else runs: h2load against the endpoint the workers will use.
+        var baseline: H2LoadBaseline.Result?
+        if let h2load {
+            let result = try await rig.h2load(h2load, liveActivity: liveActivity)
+            baseline = result
+            say("bench: h2load \(result.label): \(Int(result.requestsPerSecond)) requests/s (\(result.succeeded) succeeded)")
+        }
 
         // Phase 1: the broadcast, measured by the database's own timestamps.
         try rig.startWorkers(workers)
@@ -67,7 +77,9 @@ struct BenchBroadcastPlan: Sendable {
             latencySeconds: latencies,
             workerReports: broadcastWorkers,
             broadcastAccepted: broadcastLedger?.accepted,
-            duplicates: rig.ledger?.duplicates)
+            duplicates: rig.ledger?.duplicates,
+            standIn: rig.configuration.nginxStandIn ? "nginx" : (rig.configuration.externalSimulator == nil ? "simulator" : "external simulator"),
+            h2load: baseline)
     }
 
     /// Registers one fresh device (never a broadcast device, so the ledger sees no duplicate) with its own

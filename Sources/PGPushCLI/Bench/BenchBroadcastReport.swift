@@ -26,6 +26,23 @@ struct BenchBroadcastReport: Sendable {
     var broadcastAccepted: Int?
     /// Tokens the simulator accepted more than once, over the whole run.
     var duplicates: Int?
+    /// What answered as APNs: `simulator`, `nginx` or `external simulator`.
+    var standIn = "simulator"
+    /// h2load against the same endpoint in the same run, when asked for.
+    var h2load: H2LoadBaseline.Result?
+
+    /// The broadcast's tokens/s as a share of h2load's requests/s in the same run.
+    var shareOfH2Load: Double? {
+        guard let h2load, h2load.requestsPerSecond > 0, let tokensPerSecond else { return nil }
+        return tokensPerSecond / h2load.requestsPerSecond
+    }
+
+    /// The broadcast workers' CPU (user + system, start-up to SIGTERM) per token, in microseconds.
+    var cpuMicrosecondsPerToken: Double? {
+        let seconds = workerReports.compactMap(\.cpuSeconds)
+        guard seconds.count == workerReports.count, !seconds.isEmpty, tokens > 0 else { return nil }
+        return seconds.reduce(0, +) * 1e6 / Double(tokens)
+    }
 
     var tokensPerSecond: Double? {
         guard let jobSeconds, jobSeconds > 0 else { return nil }
@@ -75,6 +92,10 @@ struct BenchBroadcastReport: Sendable {
             "simulator_duplicates": jsonValue(duplicates),
             "worker_reports": workerReports.map(\.json),
             "workers_replaced": workersReplaced,
+            "stand_in": standIn,
+            "worker_cpu_us_per_token": jsonValue(cpuMicrosecondsPerToken),
+            "h2load": jsonValue(h2load?.json),
+            "share_of_h2load": jsonValue(shareOfH2Load),
         ]
     }
 
@@ -85,12 +106,18 @@ struct BenchBroadcastReport: Sendable {
         table.append(["android share (FCM)", String(format: "%.2f", androidShare)])
         if liveActivity { table.append(["push type", "liveactivity, to update tokens"]) }
         table.append(["workers", String(workers)])
-        table.append(["simulator latency", simulatorLatency?.label ?? "external simulator"])
+        table.append(["APNs answered by", standIn])
+        table.append(["simulator latency", simulatorLatency?.label ?? "-"])
         if workersReplaced > 0 { table.append(["workers replaced (exited on their own)", String(workersReplaced)]) }
         table.append(["job state", jobState])
         table.append(["tokens (delivered + failed)", "\(tokens)"])
         table.append(["first claim → last write (s)", number(jobSeconds, "%.2f")])
         table.append(["tokens/s", number(tokensPerSecond, "%.0f")])
+        if let h2load {
+            table.append(["h2load requests/s (\(h2load.label))", String(format: "%.0f", h2load.requestsPerSecond)])
+            table.append(["tokens/s ÷ h2load requests/s", number(shareOfH2Load, "%.2f")])
+        }
+        table.append(["worker CPU per token (µs)", number(cpuMicrosecondsPerToken, "%.1f")])
         table.append(["enqueue→first send p50 (ms)", number(latencyP50Milliseconds, "%.1f")])
         table.append(["enqueue→first send p99 (ms)", number(latencyP99Milliseconds, "%.1f")])
         table.append(["latency samples", String(latencySeconds.count)])

@@ -1,9 +1,12 @@
 import ArgumentParser
+import Crypto
 import Foundation
 import Logging
 import NIOPosix
 import PGPushTransport
 import PGPushCore
+import PGPushDevelopment
+import PGPushSimulator
 import Synchronization
 
 /// `pgpush bench transport`: sends N notifications through an ``HTTP2ConnectionPool`` and reports throughput,
@@ -14,8 +17,17 @@ struct BenchTransportCommand: AsyncParsableCommand {
         abstract: "Send N notifications over the APNs transport and report notifications/s, latency and memory."
     )
 
-    @Option(name: .customLong("endpoint"), help: "Base URL, e.g. https://127.0.0.1:2197.")
-    var endpoint: String
+    @Option(name: .customLong("endpoint"), help: "Base URL, e.g. https://127.0.0.1:2197 (or --stand-in nginx).")
+    var endpoint: String?
+
+    @Option(
+        name: .customLong("stand-in"),
+        help: "nginx: send to a throwaway nginx that answers 200 (a fresh key signs the provider tokens unless one is given)."
+    )
+    var standIn: APNsStandInKind?
+
+    @Flag(name: .customLong("h2load"), help: "Run h2load (-c4 -m100, the same count) against the same endpoint first and report the ratio.")
+    var h2load = false
 
     @Option(name: .customLong("ca-file"), help: "PEM CA file trusted in addition to the system roots (the simulator's CA).")
     var caFile: String?
@@ -73,7 +85,14 @@ struct BenchTransportCommand: AsyncParsableCommand {
         guard (1...64).contains(connections) else { throw ValidationError("--connections must be 1…64") }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
         guard concurrency > 0 else { throw ValidationError("--concurrency must be positive") }
+        if standIn == .simulator { throw ValidationError("--stand-in simulator: start `pgpush simulator` and pass its --endpoint") }
+        if (endpoint == nil) == (standIn == nil) { throw ValidationError("give either --endpoint or --stand-in nginx") }
+        if h2load {
+            try H2LoadBaseline.checkInstalled()
+            if certificate != nil { throw ValidationError("--h2load sends provider tokens: use token auth, not --certificate") }
+        }
         let tokenAuth = teamID != nil || keyID != nil || keyFile != nil
+        if standIn == .nginx, !tokenAuth, certificate == nil { return }
         if tokenAuth == (certificate != nil) {
             throw ValidationError("use either --team-id/--key-id/--key-file or --certificate")
         }
@@ -86,6 +105,33 @@ struct BenchTransportCommand: AsyncParsableCommand {
         var logger = Logger(label: "pgpush.bench.transport")
         logger.logLevel = .warning
 
+        let scratch = try makeTemporaryDirectory(prefix: "pgpush-bench-transport-")
+        var nginx: NginxAPNsStandIn?
+        defer {
+            nginx?.stop()
+            try? FileManager.default.removeItem(atPath: scratch)
+        }
+        var endpoint = self.endpoint ?? ""
+        var caFile = self.caFile
+        if standIn == .nginx {
+            let certificates = SimulatorCertificates(directory: "\(scratch)/certificates")
+            try certificates.ensureExist(force: true)
+            let server = try NginxAPNsStandIn.start(certificatePath: certificates.serverCertificatePath, keyPath: certificates.serverKeyPath)
+            nginx = server
+            endpoint = server.endpoint
+            caFile = certificates.caCertificatePath
+        }
+        let signer = try providerTokenSigner(scratch: scratch)
+
+        var h2loadRate: Double?
+        if h2load, let signer {
+            let result = try await H2LoadBaseline(requests: count).run(
+                endpoint: endpoint, authorization: "bearer " + (try signer.sign(issuedAt: Date()).jwt), topic: topic, pushType: "alert",
+                body: String(decoding: TransportBenchPlan.payload, as: UTF8.self))
+            h2loadRate = result.requestsPerSecond
+            if !json { FileHandle.standardError.write(Data("h2load \(result.label): \(Int(result.requestsPerSecond)) requests/s\n".utf8)) }
+        }
+
         var configuration = HTTP2ClientConfiguration(endpoint: try ProviderEndpoint(url: endpoint))
         configuration.additionalTrustRootsPEMFile = caFile
         configuration.connectionsPerPool = connections
@@ -93,7 +139,7 @@ struct BenchTransportCommand: AsyncParsableCommand {
             eventLoopThreads.map { MultiThreadedEventLoopGroup(numberOfThreads: max(1, $0)) } ?? .singleton
         let pool = try HTTP2ConnectionPool(
             configuration: configuration,
-            credentials: try credentials(),
+            credentials: try credentials(signer: signer),
             eventLoopGroup: group,
             logger: logger
         )
@@ -126,7 +172,7 @@ struct BenchTransportCommand: AsyncParsableCommand {
         let tally = plan.tally
         let elapsed = (ContinuousClock.now - started).microseconds / 1e6
         let statistics = pool.statistics
-        let report = TransportBenchReport(
+        var report = TransportBenchReport(
             endpoint: configuration.endpoint.description,
             connections: connections,
             concurrency: callers,
@@ -143,8 +189,10 @@ struct BenchTransportCommand: AsyncParsableCommand {
             peakStreamsPerConnection: statistics.peakStreamsPerConnection,
             goAwaysReceived: statistics.goAwaysReceived,
             reconnects: statistics.reconnects,
-            timedOut: tally.completed < count
+            timedOut: tally.completed < count,
+            h2loadRequestsPerSecond: h2loadRate
         )
+        report.shareOfH2Load = h2loadRate.flatMap { $0 > 0 ? report.notificationsPerSecond / $0 : nil }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
@@ -154,7 +202,15 @@ struct BenchTransportCommand: AsyncParsableCommand {
         }
     }
 
-    private func credentials() throws -> ProviderCredentials {
+    /// The provider-token signer of token auth: the given key, or with `--stand-in nginx` and no key a fresh one
+    /// (nginx checks nothing). `nil` with certificate auth.
+    private func providerTokenSigner(scratch: String) throws -> ProviderTokenSigner? {
+        if let teamID, let keyID, let keyFile { return try ProviderTokenSigner(teamID: teamID, keyID: keyID, keyFile: keyFile) }
+        guard certificate == nil else { return nil }
+        return try ProviderTokenSigner(teamID: "BENCHTEAM1", keyID: "BENCHKEY01", privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation)
+    }
+
+    private func credentials(signer: ProviderTokenSigner?) throws -> ProviderCredentials {
         if let certificate {
             var passphrase: String?
             if let name = certificatePasswordEnv {
@@ -165,10 +221,10 @@ struct BenchTransportCommand: AsyncParsableCommand {
             }
             return .certificate(try APNsClientCertificate(file: certificate, passphrase: passphrase))
         }
-        guard let teamID, let keyID, let keyFile else {
+        guard let signer else {
             throw PGPushError(.invalidConfiguration, "token auth needs --team-id, --key-id and --key-file")
         }
-        return .token(LocalProviderTokenSource(signer: try ProviderTokenSigner(teamID: teamID, keyID: keyID, keyFile: keyFile)))
+        return .token(LocalProviderTokenSource(signer: signer))
     }
 
     private func loadTokens() throws -> [String]? {
@@ -191,7 +247,7 @@ final class TransportBenchPlan: Sendable {
     private let tokens: [String]?
     private let next = Atomic<Int>(0)
     private let shared = Mutex(TransportBenchTally())
-    private let payload = Array(#"{"aps":{"alert":{"title":"pgpush","body":"transport benchmark"}}}"#.utf8)
+    static let payload = Array(#"{"aps":{"alert":{"title":"pgpush","body":"transport benchmark"}}}"#.utf8)
 
     init(count: Int, topic: String, tokens: [String]?) {
         self.count = count
@@ -214,7 +270,7 @@ final class TransportBenchPlan: Sendable {
             guard index < count else { break }
             let token = tokens.map { $0[index % $0.count] } ?? Self.randomToken(using: &generator)
             let apnsID = Self.randomUUID(using: &generator)
-            let request = APNsRequest(deviceToken: token, topic: topic, apnsID: apnsID, payload: payload)
+            let request = APNsRequest(deviceToken: token, topic: topic, apnsID: apnsID, payload: Self.payload)
             let started = ContinuousClock.now
             let outcome = await pool.send(request)
             let latency = ContinuousClock.now - started

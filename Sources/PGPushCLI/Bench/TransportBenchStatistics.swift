@@ -85,6 +85,10 @@ struct TransportBenchReport: Codable {
     var goAwaysReceived: Int
     var reconnects: Int
     var timedOut: Bool
+    /// h2load (`-c4 -m100`, the same count) against the same endpoint in the same run, when asked for.
+    var h2loadRequestsPerSecond: Double? = nil
+    /// This run's notifications/s as a share of h2load's requests/s.
+    var shareOfH2Load: Double? = nil
 
     var text: String {
         var lines = [
@@ -98,6 +102,11 @@ struct TransportBenchReport: Codable {
             "peak RSS            \(peakRSSKilobytes.map { "\($0 / 1024) MiB" } ?? "n/a")",
             "outcomes:",
         ]
+        if let h2loadRequestsPerSecond, let shareOfH2Load {
+            lines.insert(
+                "h2load -c4 -m100    \(String(format: "%.0f", h2loadRequestsPerSecond)) requests/s   pgpush ÷ h2load \(String(format: "%.2f", shareOfH2Load))",
+                at: 5)
+        }
         for (key, value) in outcomes.sorted(by: { $0.value > $1.value }) {
             lines.append("  \(key.padding(toLength: 32, withPad: " ", startingAt: 0)) \(value)")
         }

@@ -2,6 +2,7 @@ import Crypto
 import CryptoExtras
 import Foundation
 import Logging
+import PGPushCore
 import PGPushSimulator
 import PGPushDevelopment
 import PGPushStore
@@ -40,6 +41,9 @@ final class BroadcastRig: @unchecked Sendable {
         /// TCP proxy (``DelayingTCPProxy``): a database one network hop away. The rig's own connection and the
         /// producers stay direct.
         var databaseRoundTrip: Duration?
+        /// Whether a throwaway nginx (``NginxAPNsStandIn``) stands in for APNs instead of the simulator: a C
+        /// server that checks nothing, for measuring the workers alone (the simulator's ledger is not kept).
+        var nginxStandIn = false
     }
 
     /// How many devices of each kind were registered.
@@ -72,6 +76,7 @@ final class BroadcastRig: @unchecked Sendable {
     private(set) var cluster: ThrowawayPostgres?
     private(set) var simulator: APNsSimulator?
     private(set) var databaseProxy: DelayingTCPProxy?
+    private(set) var nginx: NginxAPNsStandIn?
     /// Where the workers connect: ``databaseURL``, or the delaying proxy in front of it.
     private var workerDatabaseURL = ""
     private(set) var fcmSimulator: FCMSimulator?
@@ -116,7 +121,15 @@ final class BroadcastRig: @unchecked Sendable {
         _ = try await Migrator(logger: logger).migrate(connection: connection)
 
         let (keyPath, teamID, keyID, publicKey) = try signingKey()
-        if let external = configuration.externalSimulator {
+        providerKey = (keyPath, teamID, keyID)
+        if configuration.nginxStandIn {
+            let certificates = SimulatorCertificates(directory: "\(directory)/nginx-certificates")
+            try certificates.ensureExist(force: true)
+            let nginx = try NginxAPNsStandIn.start(certificatePath: certificates.serverCertificatePath, keyPath: certificates.serverKeyPath)
+            lock.withLock { self.nginx = nginx }
+            endpoint = nginx.endpoint
+            caFile = certificates.caCertificatePath
+        } else if let external = configuration.externalSimulator {
             endpoint = external.endpoint
             caFile = external.caFile
         } else {
@@ -133,7 +146,7 @@ final class BroadcastRig: @unchecked Sendable {
             caFile = simulator.caCertificatePath
         }
         let app = AppRegistration(
-            id: appID, environment: "production", topic: "com.example.pgpush-demo", teamID: teamID, keyID: keyID,
+            id: appID, environment: "production", topic: Self.topic, teamID: teamID, keyID: keyID,
             keyPath: keyPath, certificatePath: nil, passwordEnv: nil, fcmProjectID: nil, fcmServiceAccount: nil, rateLimit: nil)
         guard try await operatorStore.addApp(app) else { throw EmbeddedError("app \(appID) exists already") }
         if configuration.withAndroid { try await setUpFCM() }
@@ -192,6 +205,24 @@ final class BroadcastRig: @unchecked Sendable {
             appID: appID, ios: devices.live - devices.android, android: devices.android, dead: devices.dead, bad: devices.bad,
             iosAsActivityTokens: devices.activityTokens)
         try await database.analyzeDevices()
+    }
+
+    /// The rig app's bundle id.
+    static let topic = "com.example.pgpush-demo"
+
+    /// The key the workers sign provider tokens with (after ``setUp()``).
+    private(set) var providerKey: (path: String, teamID: String, keyID: String)?
+
+    /// h2load against the endpoint the workers send to, with a provider token from the workers' key and the
+    /// body of the rig's alert (or of its Live Activity update): the same run's baseline.
+    func h2load(_ baseline: H2LoadBaseline, liveActivity: Bool = false) async throws -> H2LoadBaseline.Result {
+        guard let providerKey, !endpoint.isEmpty else { throw EmbeddedError("the rig is not set up") }
+        let signer = try ProviderTokenSigner(teamID: providerKey.teamID, keyID: providerKey.keyID, keyFile: providerKey.path)
+        let authorization = "bearer " + (try signer.sign(issuedAt: Date()).jwt)
+        return try await baseline.run(
+            endpoint: endpoint, authorization: authorization,
+            topic: liveActivity ? Self.topic + ".push-type.liveactivity" : Self.topic,
+            pushType: liveActivity ? "liveactivity" : "alert", body: liveActivity ? Self.activityUpdate : Self.payload)
     }
 
     /// The notification every rig job sends.
@@ -303,6 +334,7 @@ final class BroadcastRig: @unchecked Sendable {
         await simulator?.shutdown()
         await fcmSimulator?.shutdown()
         await lock.withLock({ self.databaseProxy })?.shutdown()
+        lock.withLock({ self.nginx })?.stop()
         try? await connection?.close()
         cluster?.stop()
         if configuration.databaseURL != nil, let connection = try? await reconnectForCleanup() {

@@ -73,7 +73,7 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
         lock.withLock { running = true }
         // It daemonises before it listens; wait for the port.
         let deadline = Date().addingTimeInterval(10)
-        while !Self.accepts(port: port) {
+        while !loopbackPortAccepts(port) {
             guard Date() < deadline else { throw PGPushError(.invalidConfiguration, "pgbouncer did not listen on \(port)") }
             usleep(20_000)
         }
@@ -131,18 +131,5 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
             while kill(pid, 0) == 0, Date() < deadline { usleep(20_000) }
         }
         try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    private static func accepts(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        return withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
     }
 }

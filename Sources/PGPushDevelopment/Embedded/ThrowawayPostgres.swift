@@ -224,6 +224,20 @@ func freeLoopbackPort() throws -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
+/// Whether something accepts TCP connections on 127.0.0.1:`port` (a daemon that is up).
+func loopbackPortAccepts(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    return withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+}
+
 /// Runs a program with standard output and error appended to `outputPath` and standard input from /dev/null;
 /// returns its exit status (128 + signal number when killed).
 func spawnAndWait(executable: String, arguments: [String], outputPath: String) throws -> Int32 {

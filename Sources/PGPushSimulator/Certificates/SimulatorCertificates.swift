@@ -6,16 +6,16 @@ import X509
 /// The simulator's own CA and its server certificate, as PEM files in one directory. The server certificate
 /// names `localhost`, 127.0.0.1 and any extra host names clients reach the simulator by (a compose service
 /// name, say), because clients verify it like any other.
-struct SimulatorCertificates: Sendable {
-    let directory: String
+public struct SimulatorCertificates: Sendable {
+    public let directory: String
     /// Every DNS name the server certificate must carry.
     let hostnames: [String]
-    var caCertificatePath: String { directory + "/ca.pem" }
+    public var caCertificatePath: String { directory + "/ca.pem" }
     var caKeyPath: String { directory + "/ca-key.pem" }
-    var serverCertificatePath: String { directory + "/server.pem" }
-    var serverKeyPath: String { directory + "/server-key.pem" }
+    public var serverCertificatePath: String { directory + "/server.pem" }
+    public var serverKeyPath: String { directory + "/server-key.pem" }
 
-    init(directory: String, extraHostnames: [String] = []) {
+    public init(directory: String, extraHostnames: [String] = []) {
         self.directory = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
         var hostnames = ["localhost"]
         for name in extraHostnames.map({ $0.lowercased() }) where !hostnames.contains(name) { hostnames.append(name) }
@@ -29,7 +29,7 @@ struct SimulatorCertificates: Sendable {
 
     /// Writes a new CA and server certificate unless all four files already exist and the server certificate
     /// names every host name (or `force` is set).
-    func ensureExist(force: Bool, now: Date = Date()) throws {
+    public func ensureExist(force: Bool, now: Date = Date()) throws {
         if !force && allFilesExist && (try? serverCertificateNames().isSuperset(of: hostnames)) == true { return }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
 
