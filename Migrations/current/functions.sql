@@ -600,10 +600,13 @@ CREATE OR REPLACE FUNCTION push.token_platform(token text, has_apns boolean, has
  RETURNS text
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
- SET search_path TO 'pg_catalog'
 AS $function$
-    SELECT CASE WHEN has_apns AND token ~ '^[0-9A-Fa-f]{64,200}$' THEN 'ios'
-                WHEN has_fcm AND token ~ '^[A-Za-z0-9_:-]+$' AND length(token) BETWEEN 16 AND 1024 THEN 'android' END
+    SELECT CASE WHEN has_apns AND pg_catalog.length(token) OPERATOR(pg_catalog.>=) 64
+                     AND pg_catalog.length(token) OPERATOR(pg_catalog.<=) 200
+                     AND token OPERATOR(pg_catalog.~) '^[0-9A-Fa-f]+$' THEN 'ios'
+                WHEN has_fcm AND pg_catalog.length(token) OPERATOR(pg_catalog.>=) 16
+                     AND pg_catalog.length(token) OPERATOR(pg_catalog.<=) 1024
+                     AND token OPERATOR(pg_catalog.~) '^[A-Za-z0-9_:-]+$' THEN 'android' END
 $function$;
 
 -- push.validate_fcm_data(data jsonb, field text)
