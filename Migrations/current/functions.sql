@@ -761,6 +761,9 @@ DECLARE
     aps            jsonb;
     event          text;
     channel_row    push.channels%ROWTYPE;
+    invalid        boolean;
+    one_token      text;
+    one_platform   text;
 BEGIN
     -- Checked before anything else, the idempotency lookup included, so a restricted login learns nothing of
     -- another app's jobs. Until the first grant nobody is restricted, and that costs one probe.
@@ -984,8 +987,18 @@ BEGIN
             RAISE EXCEPTION 'tokens is an empty list: the audience would be empty'
                 USING ERRCODE = 'check_violation', COLUMN = 'tokens';
         END IF;
-        SELECT t INTO bad_token FROM unnest(NEW.tokens) AS t WHERE push.token_platform(t, has_apns, has_fcm) IS NULL LIMIT 1;
-        IF FOUND THEN
+        IF cardinality(NEW.tokens) = 1 AND array_ndims(NEW.tokens) = 1 THEN
+            -- One token, the transactional job: its platform by the same rule, without a statement to unnest,
+            -- check, deduplicate and sort a list of one.
+            one_token := NEW.tokens[array_lower(NEW.tokens, 1)];
+            one_platform := push.token_platform(one_token, has_apns, has_fcm);
+            invalid := one_platform IS NULL;
+            bad_token := one_token;
+        ELSE
+            SELECT t INTO bad_token FROM unnest(NEW.tokens) AS t WHERE push.token_platform(t, has_apns, has_fcm) IS NULL LIMIT 1;
+            invalid := FOUND;
+        END IF;
+        IF invalid THEN
             RAISE EXCEPTION 'tokens contains an invalid device token %: %',
                 coalesce(quote_literal(left(bad_token, 12) || CASE WHEN length(bad_token) > 12 THEN '…' ELSE '' END), 'NULL'),
                 CASE WHEN has_apns AND has_fcm
@@ -997,8 +1010,12 @@ BEGIN
         END IF;
         -- Normalised once here so a chunk's index range means the same thing to every worker. FCM tokens are
         -- case-sensitive and kept as given.
-        NEW.tokens := ARRAY(SELECT DISTINCT CASE WHEN push.token_platform(t, has_apns, has_fcm) = 'ios' THEN lower(t) ELSE t END
-                              FROM unnest(NEW.tokens) AS t ORDER BY 1);
+        IF one_platform IS NOT NULL THEN
+            NEW.tokens := ARRAY[CASE WHEN one_platform = 'ios' THEN lower(one_token) ELSE one_token END];
+        ELSE
+            NEW.tokens := ARRAY(SELECT DISTINCT CASE WHEN push.token_platform(t, has_apns, has_fcm) = 'ios' THEN lower(t) ELSE t END
+                                  FROM unnest(NEW.tokens) AS t ORDER BY 1);
+        END IF;
     END IF;
     IF NEW.user_ids IS NOT NULL AND (cardinality(NEW.user_ids) = 0 OR array_position(NEW.user_ids, NULL) IS NOT NULL) THEN
         RAISE EXCEPTION 'user_ids must be a non-empty list without NULLs'
