@@ -315,3 +315,64 @@ BEGIN
     RETURN NEW;
 END;
 $function$;
+
+-- push.enqueue as in 0017, and: without an idempotency key it is a plain INSERT. ON CONFLICT made every insert a
+-- speculative one (an insertion lock, a pre-check of the unique index, and a second WAL record to confirm the
+-- tuple), although a job without a key can never conflict: the unique index covers keyed jobs only.
+CREATE OR REPLACE FUNCTION push.enqueue(
+    app_id          text,
+    payload         jsonb DEFAULT NULL,
+    push_type       text DEFAULT NULL,
+    apns_priority   integer DEFAULT NULL,
+    tokens          text[] DEFAULT NULL,
+    user_ids        text[] DEFAULT NULL,
+    tags            text[] DEFAULT NULL,
+    send_at         timestamptz DEFAULT now(),
+    expires_at      timestamptz DEFAULT NULL,
+    collapse_id     text DEFAULT NULL,
+    idempotency_key text DEFAULT NULL,
+    priority        integer DEFAULT 0,
+    fcm             jsonb DEFAULT NULL,
+    activity_ids    text[] DEFAULT NULL,
+    activity_type   text DEFAULT NULL,
+    channel         text DEFAULT NULL
+) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, push AS $$
+#variable_conflict use_column
+DECLARE
+    job_id bigint;
+BEGIN
+    IF enqueue.apns_priority IS NOT NULL AND enqueue.apns_priority NOT IN (10, 5, 1) THEN
+        RAISE EXCEPTION 'apns_priority % is not valid: APNs accepts 10, 5 or 1', enqueue.apns_priority
+            USING ERRCODE = 'check_violation', COLUMN = 'apns_priority';
+    END IF;
+    IF enqueue.idempotency_key IS NULL THEN
+        INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
+                                    expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
+                                    channel)
+        VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
+                enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
+                enqueue.idempotency_key, enqueue.priority, enqueue.fcm, enqueue.activity_ids, enqueue.activity_type,
+                enqueue.channel)
+        RETURNING j.id INTO job_id;
+        RETURN job_id;
+    END IF;
+
+    INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
+                                expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
+                                channel)
+    VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
+            enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
+            enqueue.idempotency_key, enqueue.priority, enqueue.fcm, enqueue.activity_ids, enqueue.activity_type,
+            enqueue.channel)
+    ON CONFLICT (app_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING j.id INTO job_id;
+
+    IF job_id IS NULL THEN
+        -- The key was used before (or by a concurrent producer that has now committed): same broadcast.
+        SELECT j.id INTO job_id FROM push.jobs j
+         WHERE j.app_id = enqueue.app_id AND j.idempotency_key = enqueue.idempotency_key;
+    END IF;
+    RETURN job_id;
+END;
+$$;

@@ -234,6 +234,18 @@ BEGIN
         RAISE EXCEPTION 'apns_priority % is not valid: APNs accepts 10, 5 or 1', enqueue.apns_priority
             USING ERRCODE = 'check_violation', COLUMN = 'apns_priority';
     END IF;
+    IF enqueue.idempotency_key IS NULL THEN
+        INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
+                                    expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
+                                    channel)
+        VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
+                enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
+                enqueue.idempotency_key, enqueue.priority, enqueue.fcm, enqueue.activity_ids, enqueue.activity_type,
+                enqueue.channel)
+        RETURNING j.id INTO job_id;
+        RETURN job_id;
+    END IF;
+
     INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
                                 expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
                                 channel)
