@@ -419,11 +419,9 @@ $function$;
 CREATE OR REPLACE FUNCTION push.notify_jobs_inserted()
  RETURNS trigger
  LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'push'
 AS $function$
 BEGIN
-    PERFORM pg_notify('pgpush_jobs', '');
+    PERFORM pg_catalog.pg_notify('pgpush_jobs', '');
     RETURN NULL;
 END;
 $function$;
