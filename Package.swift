@@ -32,6 +32,7 @@ let migrationFiles = [
     "0017_live_activities.sql",
     "0018_dashboard_roles.sql",
     "0019_dashboard_grants.sql",
+    "0020_cheaper_enqueue.sql",
 ]
 
 let package = Package(

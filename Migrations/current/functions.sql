@@ -234,6 +234,18 @@ BEGIN
         RAISE EXCEPTION 'apns_priority % is not valid: APNs accepts 10, 5 or 1', enqueue.apns_priority
             USING ERRCODE = 'check_violation', COLUMN = 'apns_priority';
     END IF;
+    IF enqueue.idempotency_key IS NULL THEN
+        INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
+                                    expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
+                                    channel)
+        VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
+                enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
+                enqueue.idempotency_key, enqueue.priority, enqueue.fcm, enqueue.activity_ids, enqueue.activity_type,
+                enqueue.channel)
+        RETURNING j.id INTO job_id;
+        RETURN job_id;
+    END IF;
+
     INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
                                 expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
                                 channel)
@@ -407,11 +419,9 @@ $function$;
 CREATE OR REPLACE FUNCTION push.notify_jobs_inserted()
  RETURNS trigger
  LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'push'
 AS $function$
 BEGIN
-    PERFORM pg_notify('pgpush_jobs', '');
+    PERFORM pg_catalog.pg_notify('pgpush_jobs', '');
     RETURN NULL;
 END;
 $function$;
@@ -600,10 +610,13 @@ CREATE OR REPLACE FUNCTION push.token_platform(token text, has_apns boolean, has
  RETURNS text
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
- SET search_path TO 'pg_catalog'
 AS $function$
-    SELECT CASE WHEN has_apns AND token ~ '^[0-9A-Fa-f]{64,200}$' THEN 'ios'
-                WHEN has_fcm AND token ~ '^[A-Za-z0-9_:-]+$' AND length(token) BETWEEN 16 AND 1024 THEN 'android' END
+    SELECT CASE WHEN has_apns AND pg_catalog.length(token) OPERATOR(pg_catalog.>=) 64
+                     AND pg_catalog.length(token) OPERATOR(pg_catalog.<=) 200
+                     AND token OPERATOR(pg_catalog.~) '^[0-9A-Fa-f]+$' THEN 'ios'
+                WHEN has_fcm AND pg_catalog.length(token) OPERATOR(pg_catalog.>=) 16
+                     AND pg_catalog.length(token) OPERATOR(pg_catalog.<=) 1024
+                     AND token OPERATOR(pg_catalog.~) '^[A-Za-z0-9_:-]+$' THEN 'android' END
 $function$;
 
 -- push.validate_fcm_data(data jsonb, field text)
@@ -758,6 +771,9 @@ DECLARE
     aps            jsonb;
     event          text;
     channel_row    push.channels%ROWTYPE;
+    invalid        boolean;
+    one_token      text;
+    one_platform   text;
 BEGIN
     -- Checked before anything else, the idempotency lookup included, so a restricted login learns nothing of
     -- another app's jobs. Until the first grant nobody is restricted, and that costs one probe.
@@ -981,8 +997,18 @@ BEGIN
             RAISE EXCEPTION 'tokens is an empty list: the audience would be empty'
                 USING ERRCODE = 'check_violation', COLUMN = 'tokens';
         END IF;
-        SELECT t INTO bad_token FROM unnest(NEW.tokens) AS t WHERE push.token_platform(t, has_apns, has_fcm) IS NULL LIMIT 1;
-        IF FOUND THEN
+        IF cardinality(NEW.tokens) = 1 AND array_ndims(NEW.tokens) = 1 THEN
+            -- One token, the transactional job: its platform by the same rule, without a statement to unnest,
+            -- check, deduplicate and sort a list of one.
+            one_token := NEW.tokens[array_lower(NEW.tokens, 1)];
+            one_platform := push.token_platform(one_token, has_apns, has_fcm);
+            invalid := one_platform IS NULL;
+            bad_token := one_token;
+        ELSE
+            SELECT t INTO bad_token FROM unnest(NEW.tokens) AS t WHERE push.token_platform(t, has_apns, has_fcm) IS NULL LIMIT 1;
+            invalid := FOUND;
+        END IF;
+        IF invalid THEN
             RAISE EXCEPTION 'tokens contains an invalid device token %: %',
                 coalesce(quote_literal(left(bad_token, 12) || CASE WHEN length(bad_token) > 12 THEN '…' ELSE '' END), 'NULL'),
                 CASE WHEN has_apns AND has_fcm
@@ -994,8 +1020,12 @@ BEGIN
         END IF;
         -- Normalised once here so a chunk's index range means the same thing to every worker. FCM tokens are
         -- case-sensitive and kept as given.
-        NEW.tokens := ARRAY(SELECT DISTINCT CASE WHEN push.token_platform(t, has_apns, has_fcm) = 'ios' THEN lower(t) ELSE t END
-                              FROM unnest(NEW.tokens) AS t ORDER BY 1);
+        IF one_platform IS NOT NULL THEN
+            NEW.tokens := ARRAY[CASE WHEN one_platform = 'ios' THEN lower(one_token) ELSE one_token END];
+        ELSE
+            NEW.tokens := ARRAY(SELECT DISTINCT CASE WHEN push.token_platform(t, has_apns, has_fcm) = 'ios' THEN lower(t) ELSE t END
+                                  FROM unnest(NEW.tokens) AS t ORDER BY 1);
+        END IF;
     END IF;
     IF NEW.user_ids IS NOT NULL AND (cardinality(NEW.user_ids) = 0 OR array_position(NEW.user_ids, NULL) IS NOT NULL) THEN
         RAISE EXCEPTION 'user_ids must be a non-empty list without NULLs'

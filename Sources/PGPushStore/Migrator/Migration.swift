@@ -45,6 +45,7 @@ extension Migration {
         Migration(name: "0017_live_activities.sql", sql: String(decoding: PackageResources._017_live_activities_sql, as: UTF8.self)),
         Migration(name: "0018_dashboard_roles.sql", sql: String(decoding: PackageResources._018_dashboard_roles_sql, as: UTF8.self)),
         Migration(name: "0019_dashboard_grants.sql", sql: String(decoding: PackageResources._019_dashboard_grants_sql, as: UTF8.self)),
+        Migration(name: "0020_cheaper_enqueue.sql", sql: String(decoding: PackageResources._020_cheaper_enqueue_sql, as: UTF8.self)),
     ]
 
     /// Reads every `*.sql` file of a directory, ordered by name; for `pgpush migrate --directory`.
