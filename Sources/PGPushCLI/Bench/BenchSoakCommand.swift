@@ -1,0 +1,149 @@
+import ArgumentParser
+import Foundation
+import PGPushSimulator
+
+/// `pgpush bench soak`: mixed traffic with faults for a long time — does anything grow that should not, and
+/// does every job still get exactly one outcome per token?
+struct BenchSoakCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "soak",
+        abstract: "Run broadcasts, one-token jobs and faults for --duration seconds; watch memory, descriptors, latency and table sizes.",
+        discussion: """
+            Starts a throwaway PostgreSQL cluster and the APNs simulator in this process, registers --devices devices
+            tagged `bench` and --users devices with one user each, starts --workers `pgpush worker` processes at
+            their default flags (maintenance every 5 s, 30 days' retention) and warms them up. Then, for --duration
+            seconds:
+              - a broadcast to the `bench` devices every --broadcast-every seconds (the first at once);
+              - one-token jobs at --rate a second (`push.enqueue(…, user_ids => ARRAY[u], priority => --priority)`,
+                autocommit, over 4 connections, the users in turn; a late job goes at once);
+              - faults, unless --no-faults: --error-rate of the simulator's answers are 500 or 503 (half each),
+                a GOAWAY on a connection every --goaway-every streams, PostgreSQL stopped (fast shutdown) at
+                --postgres-restart-at of the run and started again on the same port and data directory after
+                --postgres-downtime seconds, and the first worker SIGTERMed at --worker-restart-at of the run,
+                drained, and replaced by a new process. The producers count statements that fail while the
+                server is down as enqueue errors and reconnect.
+            Every --report-every seconds, and once when the traffic ends, it samples: one-token jobs finished
+            and their enqueue→first send p50/p99, broadcast outcomes, over the interval; the workers' RSS (VmRSS)
+            and open descriptors (/proc/<pid>/fd); size of push.jobs, push.chunks, push.deliveries (all
+            partitions) and push.devices, table and indexes, with their dead tuples (n_dead_tup). In text mode
+            each sample is one line on standard error. Then the producers stop, the queue drains (at most
+            --drain-timeout seconds), the workers stop, and every job of the run is audited.
+
+            Checks (windows are a sixth of the run, at most 600 s: minute 10 of an hour):
+              rss           workers' RSS at the end ≤ 1.10 × at the sample nearest the window's end (after the
+                            worker restart the end is the replacement's RSS)
+              p99           enqueue→first send p99 of the one-token jobs enqueued in the last window ≤ 1.20 × of
+                            those in the first window
+              fds           workers' open descriptors at the end ≤ at the reference sample + 4 (connections being
+                            replaced after a GOAWAY)
+              tables        push.chunks (finished chunks are deleted) and push.devices (nothing registers) at most
+                            double, or grow 16 MiB, from the reference sample. push.jobs and push.deliveries keep
+                            every job and outcome for the retention (30 days; daily partitions, dropped whole), so
+                            in a run they grow with the traffic: reported as bytes per hour, not judged
+              exactly_once  every job of the run finished, with one outcome row per token it targeted: one-token
+                            jobs exactly one row, broadcasts as many as --devices, no (job, token) twice
+            A one-token job whose enqueue failed during the restart may have committed; the audit reads
+            push.jobs, so such jobs are checked too.
+
+            Examples:
+              pgpush bench soak --duration 3600 --latency-ms 30
+              pgpush bench soak --duration 120 --devices 20000 --broadcast-every 30 --rate 100 --report-every 10
+
+            Exit codes: 0 every check passed, 1 a check failed or the run could not finish (the report is printed
+            whenever the run got to its end), 130 interrupted, 64 bad usage.
+            """)
+
+    @Option(help: "Seconds of traffic.")
+    var duration: Double = 3600
+
+    @Option(help: "Devices of each broadcast (tag `bench`).")
+    var devices: Int = 100_000
+
+    @Option(help: "Seconds between broadcasts (the first goes at once).")
+    var broadcastEvery: Double = 300
+
+    @Option(help: "One-token jobs per second.")
+    var rate: Int = 200
+
+    @Option(help: "Users with one device each that the one-token jobs go to in turn.")
+    var users: Int = 10_000
+
+    @Option(help: "Priority of the one-token jobs (broadcasts have 0).")
+    var priority: Int = 10
+
+    @Option(help: "Seconds between samples (one line each in text mode).")
+    var reportEvery: Double = 60
+
+    @Option(help: "Worker processes.")
+    var workers: Int = 1
+
+    @OptionGroup var simulatorLatency: SimulatorLatencyOptions
+
+    @Flag(help: "No faults: no 5xx, no GOAWAY, no PostgreSQL or worker restart.")
+    var noFaults = false
+
+    @Option(help: "Share of the simulator's answers that are 500 or 503.")
+    var errorRate: Double = 0.02
+
+    @Option(help: "GOAWAY on a connection every this many streams (0: never).")
+    var goawayEvery: Int = 5000
+
+    @Option(help: "Fraction of --duration at which PostgreSQL is stopped and started again (negative: never).")
+    var postgresRestartAt: Double = 0.4
+
+    @Option(help: "Seconds PostgreSQL stays down.")
+    var postgresDowntime: Double = 5
+
+    @Option(help: "Fraction of --duration at which the first worker is SIGTERMed and replaced (negative: never).")
+    var workerRestartAt: Double = 0.6
+
+    @Option(help: "Seconds to wait for the queue to drain after the traffic.")
+    var drainTimeout: Double = 600
+
+    @Flag(help: "Print the report, with every sample, as JSON.")
+    var json = false
+
+    func validate() throws {
+        guard duration >= 5, duration <= 7 * 86_400 else { throw ValidationError("--duration must be between 5 and 604800 seconds") }
+        guard (1...50_000_000).contains(devices) else { throw ValidationError("--devices must be between 1 and 50000000") }
+        guard broadcastEvery >= 1 else { throw ValidationError("--broadcast-every must be at least 1 second") }
+        guard duration / broadcastEvery <= 10_000 else { throw ValidationError("--duration ÷ --broadcast-every must not exceed 10000 broadcasts") }
+        guard (1...100_000).contains(rate) else { throw ValidationError("--rate must be between 1 and 100000") }
+        guard Double(rate) * duration <= 100_000_000 else { throw ValidationError("--rate × --duration must not exceed 100000000 jobs") }
+        guard (1...10_000_000).contains(users) else { throw ValidationError("--users must be between 1 and 10000000") }
+        guard (-1_000_000...1_000_000).contains(priority) else { throw ValidationError("--priority must be between -1000000 and 1000000") }
+        guard reportEvery >= 1, reportEvery <= duration else { throw ValidationError("--report-every must be between 1 and --duration seconds") }
+        guard (1...64).contains(workers) else { throw ValidationError("--workers must be between 1 and 64") }
+        guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must be between 0 and 1") }
+        guard goawayEvery >= 0 else { throw ValidationError("--goaway-every must not be negative") }
+        guard postgresRestartAt < 1, workerRestartAt < 1 else {
+            throw ValidationError("--postgres-restart-at and --worker-restart-at are fractions of --duration below 1")
+        }
+        guard (0...300).contains(postgresDowntime) else { throw ValidationError("--postgres-downtime must be between 0 and 300 seconds") }
+        guard drainTimeout > 0, drainTimeout <= 86_400 else { throw ValidationError("--drain-timeout must be between 0 and 86400 seconds") }
+    }
+
+    func run() async throws {
+        var configuration = BenchRun.rigConfiguration(
+            mode: "soak", databaseURL: nil, chunkSize: nil, connectionsPerApp: nil,
+            simulatorLatency: try simulatorLatency.latency)
+        if !noFaults {
+            configuration.simulatorFaults.serverErrorRate = errorRate
+            configuration.simulatorFaults.goAwayEveryStreams = goawayEvery > 0 ? goawayEvery : nil
+        }
+        let plan = BenchSoakPlan(
+            duration: duration, devices: devices, broadcastEvery: broadcastEvery, rate: rate, users: users,
+            priority: priority, reportEvery: reportEvery, workers: workers, simulatorLatency: configuration.simulatorLatency,
+            serverErrorRate: noFaults ? 0 : errorRate, goAwayEveryStreams: noFaults || goawayEvery == 0 ? nil : goawayEvery,
+            postgresRestartAt: noFaults || postgresRestartAt < 0 ? nil : postgresRestartAt * duration,
+            postgresDowntime: postgresDowntime,
+            workerRestartAt: noFaults || workerRestartAt < 0 ? nil : workerRestartAt * duration,
+            drainTimeout: drainTimeout, setupTimeout: .seconds(600), progress: json ? nil : FileHandle.standardError)
+        let report = try await BenchRun.run(mode: "soak", configuration: configuration, json: json) { try await plan.run(on: $0) }
+        guard report.passed else {
+            let failed = report.checks.filter { !$0.passed }.map(\.name).joined(separator: ", ")
+            FileHandle.standardError.write(Data("pgpush bench soak: checks failed: \(failed)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}
