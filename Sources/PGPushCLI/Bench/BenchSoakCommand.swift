@@ -88,13 +88,13 @@ struct BenchSoakCommand: AsyncParsableCommand {
     @Option(help: "GOAWAY on a connection every this many streams (0: never).")
     var goawayEvery: Int = 5000
 
-    @Option(help: "Fraction of --duration at which PostgreSQL is stopped and started again (negative: never).")
+    @Option(help: "Fraction of --duration at which PostgreSQL is stopped and started again (0: never).")
     var postgresRestartAt: Double = 0.4
 
     @Option(help: "Seconds PostgreSQL stays down.")
     var postgresDowntime: Double = 5
 
-    @Option(help: "Fraction of --duration at which the first worker is SIGTERMed and replaced (negative: never).")
+    @Option(help: "Fraction of --duration at which the first worker is SIGTERMed and replaced (0: never).")
     var workerRestartAt: Double = 0.6
 
     @Option(help: "Seconds to wait for the queue to drain after the traffic.")
@@ -116,8 +116,8 @@ struct BenchSoakCommand: AsyncParsableCommand {
         guard (1...64).contains(workers) else { throw ValidationError("--workers must be between 1 and 64") }
         guard (0...1).contains(errorRate) else { throw ValidationError("--error-rate must be between 0 and 1") }
         guard goawayEvery >= 0 else { throw ValidationError("--goaway-every must not be negative") }
-        guard postgresRestartAt < 1, workerRestartAt < 1 else {
-            throw ValidationError("--postgres-restart-at and --worker-restart-at are fractions of --duration below 1")
+        guard (0..<1).contains(postgresRestartAt), (0..<1).contains(workerRestartAt) else {
+            throw ValidationError("--postgres-restart-at and --worker-restart-at are fractions of --duration, from 0 (never) to below 1")
         }
         guard (0...300).contains(postgresDowntime) else { throw ValidationError("--postgres-downtime must be between 0 and 300 seconds") }
         guard drainTimeout > 0, drainTimeout <= 86_400 else { throw ValidationError("--drain-timeout must be between 0 and 86400 seconds") }
@@ -135,9 +135,9 @@ struct BenchSoakCommand: AsyncParsableCommand {
             duration: duration, devices: devices, broadcastEvery: broadcastEvery, rate: rate, users: users,
             priority: priority, reportEvery: reportEvery, workers: workers, simulatorLatency: configuration.simulatorLatency,
             serverErrorRate: noFaults ? 0 : errorRate, goAwayEveryStreams: noFaults || goawayEvery == 0 ? nil : goawayEvery,
-            postgresRestartAt: noFaults || postgresRestartAt < 0 ? nil : postgresRestartAt * duration,
+            postgresRestartAt: noFaults || postgresRestartAt == 0 ? nil : postgresRestartAt * duration,
             postgresDowntime: postgresDowntime,
-            workerRestartAt: noFaults || workerRestartAt < 0 ? nil : workerRestartAt * duration,
+            workerRestartAt: noFaults || workerRestartAt == 0 ? nil : workerRestartAt * duration,
             drainTimeout: drainTimeout, setupTimeout: .seconds(600), progress: json ? nil : FileHandle.standardError)
         let report = try await BenchRun.run(mode: "soak", configuration: configuration, json: json) { try await plan.run(on: $0) }
         guard report.passed else {
