@@ -60,7 +60,7 @@ struct BenchSoakPlan: Sendable {
         async let produced: Void = producer.run(rig: rig, start: start)
         async let postgresFault: Void = restartPostgres(on: rig, start: start, events: events)
         async let workerFault: Void = restartWorker(on: rig, start: start, events: events)
-        var loop = SoakLoop(plan: self, rig: rig, producer: producer, start: start)
+        var loop = SoakLoop(plan: self, rig: rig, producer: producer, start: start, databaseStart: databaseStart)
         try await loop.run(takeEvents: events.takePending)
         await produced
         try await postgresFault
@@ -265,17 +265,15 @@ struct SoakLoop {
     private var previousBroadcastAt: ContinuousClock.Instant
     private var previousProducer = SoakProducer.Counters()
 
-    init(plan: BenchSoakPlan, rig: BroadcastRig, producer: SoakProducer, start: ContinuousClock.Instant) {
+    init(plan: BenchSoakPlan, rig: BroadcastRig, producer: SoakProducer, start: ContinuousClock.Instant, databaseStart: Date) {
         (self.plan, self.rig, self.producer, self.start) = (plan, rig, producer, start)
-        (previousSample, previousBroadcastAt) = (start, start)
+        (previousSample, previousBroadcastAt, previousDatabaseTime) = (start, start, databaseStart)
     }
 
     mutating func run(takeEvents: () -> [String]) async throws {
         let end = start + .seconds(fromOption: plan.duration)
         let totalBroadcasts = Int((plan.duration / plan.broadcastEvery).rounded(.up))
         var nextSample = start + .seconds(fromOption: plan.reportEvery)
-        // Outcomes so far of the warm-up jobs: their finishing is not part of the first interval.
-        previousDatabaseTime = try? await rig.database.now()
         while true {
             let now = ContinuousClock.now
             let atEnd = now >= end
@@ -313,10 +311,10 @@ struct SoakLoop {
             let database = try rig.database
             let finished = try await database.finishedOneTokenJobs(appID: rig.appID, since: previousDatabaseTime)
             sample.oneTokenJobs = finished.jobs
-            sample.oneTokenSeconds = previousDatabaseTime.map { finished.now.timeIntervalSince($0) }
+            sample.oneTokenSeconds = previousDatabaseTime.map { finished.until.timeIntervalSince($0) }
             sample.p50Milliseconds = finished.p50Seconds.map { $0 * 1000 }
             sample.p99Milliseconds = finished.p99Seconds.map { $0 * 1000 }
-            previousDatabaseTime = finished.now
+            previousDatabaseTime = finished.until
             let tokens = try await database.processedTokens(broadcasts)
             let tokensAt = ContinuousClock.now
             sample.broadcastTokens = tokens - previousBroadcastTokens

@@ -4,28 +4,32 @@ import PostgresNIO
 /// What `pgpush bench soak` reads each interval and at the end: the one-token jobs that finished, the
 /// broadcasts' progress, the tables' sizes, and whether every job has exactly one outcome per token.
 extension RigStore {
-    /// One-token jobs (those addressed to `user_ids`) of the app that finished since `since` (the previous
-    /// sample's database time; `nil` for all), with the percentiles of their enqueue→first send, and the
-    /// database's time now, which the next call passes back. Reads through the finished-jobs index.
+    /// One-token jobs (those addressed to `user_ids`) of the app that finished from `since` (`nil`: ever) until
+    /// one second before the database's time now, with the percentiles of their enqueue→first send. The
+    /// returned `until` is what the next call passes as `since`. The second's lag lets a worker's write that
+    /// began before this call (its `finished_at` is its transaction's start) commit before its interval is
+    /// read, so that it is not missed by both. Reads through the finished-jobs index.
     public struct FinishedInterval: Sendable {
-        public var now: Date
+        public var until: Date
         public var jobs: Int
         public var p50Seconds: Double?
         public var p99Seconds: Double?
     }
 
     public func finishedOneTokenJobs(appID: String, since: Date?) async throws -> FinishedInterval {
+        guard let bound = try await run("SELECT now() - interval '1 second'").first else { throw SoakQueryError() }
+        let until = try bound.decode(Date.self)
         let rows = try await run("""
-            SELECT now(), count(*)::int8,
-                   percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM first_sent_at - greatest(created_at, send_at))::float8)::float8,
-                   percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM first_sent_at - greatest(created_at, send_at))::float8)::float8
+            SELECT count(*)::int8,
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM first_sent_at - greatest(created_at, send_at))::float8),
+                   percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM first_sent_at - greatest(created_at, send_at))::float8)
               FROM push.jobs
              WHERE state IN ('done', 'failed', 'cancelled') AND finished_at >= coalesce(\(since)::timestamptz, '-infinity')
-               AND finished_at < now() AND app_id = \(appID) AND user_ids IS NOT NULL AND first_sent_at IS NOT NULL
+               AND finished_at < \(until) AND app_id = \(appID) AND user_ids IS NOT NULL AND first_sent_at IS NOT NULL
             """)
         guard let row = rows.first else { throw SoakQueryError() }
-        let (now, count, p50, p99) = try row.decode((Date, Int64, Double?, Double?).self)
-        return FinishedInterval(now: now, jobs: Int(count), p50Seconds: p50, p99Seconds: p99)
+        let (count, p50, p99) = try row.decode((Int64, Double?, Double?).self)
+        return FinishedInterval(until: until, jobs: Int(count), p50Seconds: p50, p99Seconds: p99)
     }
 
     /// Outcomes (delivered + failed) of `jobs` so far, summed: the broadcasts' progress.
