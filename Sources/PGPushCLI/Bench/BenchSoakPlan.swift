@@ -173,10 +173,16 @@ struct BenchSoakPlan: Sendable {
         samples: [BenchSoakReport.Sample], windowP99: (first: (jobs: Int, p99Seconds: Double?), last: (jobs: Int, p99Seconds: Double?)),
         audit: RigStore.OutcomeAudit?
     ) -> [BenchSoakReport.Check] {
-        let reference = samples.min { abs($0.atSeconds - window) < abs($1.atSeconds - window) }
-        let end = samples.last
+        // The reference is the sample nearest the window's end, the end the last sample, each among those that
+        // have the figure (none while a worker is being replaced or the server is down).
+        func nearestWindow(where has: (BenchSoakReport.Sample) -> Bool) -> BenchSoakReport.Sample? {
+            samples.filter(has).min { abs($0.atSeconds - window) < abs($1.atSeconds - window) }
+        }
+        func lastSample(where has: (BenchSoakReport.Sample) -> Bool) -> BenchSoakReport.Sample? { samples.last(where: has) }
         var checks: [BenchSoakReport.Check] = []
 
+        var reference = nearestWindow { $0.rssKilobytes != nil }
+        var end = lastSample { $0.rssKilobytes != nil }
         let referenceRSS = reference?.rssKilobytes, endRSS = end?.rssKilobytes
         let rssPassed = referenceRSS.flatMap { reference in endRSS.map { Double($0) <= Double(reference) * 1.10 } } ?? false
         checks.append(.init(
@@ -193,6 +199,8 @@ struct BenchSoakPlan: Sendable {
             figures: ["window_seconds": window, "first_p99_ms": firstP99, "last_p99_ms": lastP99,
                       "first_jobs": Double(windowP99.first.jobs), "last_jobs": Double(windowP99.last.jobs), "limit_ratio": 1.20]))
 
+        reference = nearestWindow { $0.openFileDescriptors != nil }
+        end = lastSample { $0.openFileDescriptors != nil }
         let referenceFDs = reference?.openFileDescriptors, endFDs = end?.openFileDescriptors
         let fdSlack = 4
         let fdPassed = referenceFDs.flatMap { reference in endFDs.map { $0 <= reference + fdSlack } } ?? false
@@ -207,7 +215,9 @@ struct BenchSoakPlan: Sendable {
         // may at most double, or grow 16 MiB, from the reference sample. push.jobs and push.deliveries keep every
         // finished job and outcome for the retention (30 days, daily partitions): they grow with the traffic,
         // reported as growth per hour.
-        var tableFigures: [String: Double?] = [:]
+        reference = nearestWindow { $0.tables != nil }
+        end = lastSample { $0.tables != nil }
+        var tableFigures: [String: Double?] = ["reference_at_seconds": reference?.atSeconds, "end_at_seconds": end?.atSeconds]
         var boundedPassed = reference?.tables != nil && end?.tables != nil
         var parts: [String] = []
         for name in Self.tables {
