@@ -122,9 +122,9 @@ struct BenchSoakCommand: AsyncParsableCommand {
         guard (0...300).contains(postgresDowntime) else { throw ValidationError("--postgres-downtime must be between 0 and 300 seconds") }
         if !noFaults, postgresRestartAt > 0, workerRestartAt > 0 {
             // A worker started while the server is down fails its start-up check: keep the two faults apart.
-            let down = (postgresRestartAt * duration)...(postgresRestartAt * duration + postgresDowntime + 2)
+            let down = (postgresRestartAt * duration)..<(postgresRestartAt * duration + postgresDowntime + 1)
             guard !down.contains(workerRestartAt * duration) else {
-                throw ValidationError("--worker-restart-at falls while PostgreSQL is down (--postgres-restart-at + --postgres-downtime + 2 s)")
+                throw ValidationError("--worker-restart-at falls while PostgreSQL is down (--postgres-restart-at + --postgres-downtime + 1 s)")
             }
         }
         guard drainTimeout > 0, drainTimeout <= 86_400 else { throw ValidationError("--drain-timeout must be between 0 and 86400 seconds") }
