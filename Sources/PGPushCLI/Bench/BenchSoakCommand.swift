@@ -9,48 +9,70 @@ struct BenchSoakCommand: AsyncParsableCommand {
         commandName: "soak",
         abstract: "Run broadcasts, one-token jobs and faults for --duration seconds; watch memory, descriptors, latency and table sizes.",
         discussion: """
-            Starts a throwaway PostgreSQL cluster and the APNs simulator in this process, registers --devices devices
-            tagged `bench` and --users devices with one user each, starts --workers `pgpush worker` processes at
-            their default flags (maintenance every 5 s, 30 days' retention) and warms them up. Then, for --duration
+            Starts a throwaway PostgreSQL cluster and the APNs simulator in this
+            process, registers --devices devices tagged `bench` and --users
+            devices with one user each, starts --workers `pgpush worker`
+            processes at their default flags (maintenance every 5 s, 30 days'
+            retention, retries from 5 s) and warms them up. Then, for --duration
             seconds:
-              - a broadcast to the `bench` devices every --broadcast-every seconds (the first at once);
-              - one-token jobs at --rate a second (`push.enqueue(…, user_ids => ARRAY[u], priority => --priority)`,
-                autocommit, over 4 connections, the users in turn; a late job goes at once);
-              - faults, unless --no-faults: --error-rate of the simulator's answers are 500 or 503 (half each),
-                a GOAWAY on a connection every --goaway-every streams, PostgreSQL stopped (fast shutdown) at
-                --postgres-restart-at of the run and started again on the same port and data directory after
-                --postgres-downtime seconds, and the first worker SIGTERMed at --worker-restart-at of the run,
-                drained, and replaced by a new process. The producers count statements that fail while the
-                server is down as enqueue errors and reconnect.
-            Every --report-every seconds, and once when the traffic ends, it samples: one-token jobs finished
-            and their enqueue→first send p50/p99, broadcast outcomes, over the interval; the workers' RSS (VmRSS)
-            and open descriptors (/proc/<pid>/fd); size of push.jobs, push.chunks, push.deliveries (all
-            partitions) and push.devices, table and indexes, with their dead tuples (n_dead_tup). In text mode
-            each sample is one line on standard error. Then the producers stop, the queue drains (at most
-            --drain-timeout seconds), the workers stop, and every job of the run is audited.
+              - a broadcast to the `bench` devices every --broadcast-every
+                seconds, the first at once;
+              - one-token jobs at --rate a second: push.enqueue(…, user_ids =>
+                ARRAY[u], priority => --priority), autocommit, over 4
+                connections, to the users in turn; a late job goes at once;
+              - unless --no-faults: --error-rate of the simulator's answers are
+                500 or 503 (half each); a GOAWAY on a connection every
+                --goaway-every streams; PostgreSQL stopped (fast shutdown) at
+                --postgres-restart-at of the run and started again on the same
+                port and data directory after --postgres-downtime seconds; the
+                first worker SIGTERMed at --worker-restart-at of the run,
+                drained, and replaced by a new process (at least 1 s after
+                PostgreSQL is back). Producer statements that fail while the
+                server is down count as enqueue errors; the producers reconnect.
+            Every --report-every seconds, and when the traffic ends, it samples
+            (one line on standard error in text mode): one-token jobs finished
+            in the interval and their enqueue→first send p50/p99; broadcast
+            outcomes per second; jobs still queued or running; the workers' RSS
+            (VmRSS) and open descriptors (/proc/<pid>/fd); table and index
+            sizes of push.jobs, push.chunks, push.deliveries (all partitions)
+            and push.devices, with their dead tuples (n_dead_tup). Then the
+            producers stop, the queue drains (at most --drain-timeout seconds),
+            the workers stop, and every job of the run is audited.
 
-            Checks (windows are a sixth of the run, at most 600 s: minute 10 of an hour):
-              rss           workers' RSS at the end ≤ 1.10 × at the sample nearest the window's end (after the
-                            worker restart the end is the replacement's RSS)
-              p99           enqueue→first send p99 of the one-token jobs enqueued in the last window ≤ 1.20 × of
-                            those in the first window
-              fds           workers' open descriptors at the end ≤ at the reference sample + 4 (connections being
-                            replaced after a GOAWAY)
-              tables        push.chunks (finished chunks are deleted) and push.devices (nothing registers) at most
-                            double, or grow 16 MiB, from the reference sample. push.jobs and push.deliveries keep
-                            every job and outcome for the retention (30 days; daily partitions, dropped whole), so
-                            in a run they grow with the traffic: reported as bytes per hour, not judged
-              exactly_once  every job of the run finished, with one outcome row per token it targeted: one-token
-                            jobs exactly one row, broadcasts as many as --devices, no (job, token) twice
-            A one-token job whose enqueue failed during the restart may have committed; the audit reads
-            push.jobs, so such jobs are checked too.
+            Checks (the window is a sixth of the run, at most 600 s: for an
+            hour, minute 10 and the first and last 10 minutes):
+              rss           workers' RSS at the end ≤ 1.10 × at the sample
+                            nearest the window's end (after the worker
+                            restart, the end is the replacement's)
+              p99           enqueue→first send p99 of the one-token jobs
+                            enqueued in the last window ≤ 1.20 × that of the
+                            first window
+              fds           workers' open descriptors at the end ≤ at the
+                            reference sample + 4 (connections being replaced
+                            after a GOAWAY)
+              tables        push.chunks (finished chunks are deleted) and
+                            push.devices (nothing registers) at most double,
+                            or grow by 16 MiB, from the reference sample.
+                            push.jobs and push.deliveries keep every job and
+                            outcome for the retention (30 days; daily
+                            partitions, dropped whole): in a run they grow
+                            with the traffic, reported per hour, not judged
+              exactly_once  every job of the run finished, with one outcome
+                            row per token it targeted: one-token jobs one
+                            row, broadcasts --devices rows, no (job, token)
+                            twice
+            Samples taken while the server is down or a worker is being
+            replaced lack those figures; the checks use the nearest that have
+            them. A one-token job whose enqueue failed during the restart may
+            have committed; the audit reads push.jobs, so it is checked too.
 
             Examples:
               pgpush bench soak --duration 3600 --latency-ms 30
-              pgpush bench soak --duration 120 --devices 20000 --broadcast-every 30 --rate 100 --report-every 10
+              pgpush bench soak --duration 150 --devices 20000 \\
+                --broadcast-every 30 --rate 100 --report-every 10 --json
 
-            Exit codes: 0 every check passed, 1 a check failed or the run could not finish (the report is printed
-            whenever the run got to its end), 130 interrupted, 64 bad usage.
+            Exit codes: 0 every check passed; 1 a check failed (the report is
+            printed) or the run could not finish; 130 interrupted; 64 bad usage.
             """)
 
     @Option(help: "Seconds of traffic.")
