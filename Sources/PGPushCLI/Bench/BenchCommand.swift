@@ -6,7 +6,7 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "bench",
         abstract: "Measure pgpush components under load.",
         subcommands: [
-            BenchTransportCommand.self, BenchBroadcastCommand.self, BenchSmallJobsCommand.self, BenchMixedCommand.self,
+            BenchTransportCommand.self, BenchBroadcastCommand.self, BenchSmallJobsCommand.self, BenchMixedCommand.self, BenchSoakCommand.self,
             TransportBenchSimulatorCommand.self, BenchProviderTokenCommand.self,
         ]
     )

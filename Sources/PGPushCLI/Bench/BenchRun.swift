@@ -12,6 +12,7 @@ protocol BenchReport: Sendable {
 extension BenchBroadcastReport: BenchReport {}
 extension BenchSmallJobsReport: BenchReport {}
 extension BenchMixedReport: BenchReport {}
+extension BenchSoakReport: BenchReport {}
 
 /// What the end-to-end bench modes share: the rig built from their common flags, and one run with cleanup on
 /// every exit path, exit code 130 when interrupted, and the report printed.

@@ -30,6 +30,9 @@ final class BroadcastRig: @unchecked Sendable {
         var logger: Logger
         /// How long the in-process simulator waits before each answer (ignored with an external simulator).
         var simulatorLatency: SimulatorLatency = .none
+        /// Further faults of the in-process APNs simulator (5xx answers, GOAWAYs); its latency is
+        /// ``simulatorLatency``. Ignored with an external simulator.
+        var simulatorFaults = SimulatorFaults()
         /// Whether the app has Android devices too: the FCM simulator runs in-process (not with an external
         /// APNs simulator) and the app gets an FCM credential.
         var withAndroid = false
@@ -136,6 +139,7 @@ final class BroadcastRig: @unchecked Sendable {
             var simulatorConfiguration = APNsSimulatorConfiguration()
             simulatorConfiguration.certificateDirectory = "\(directory)/simulator"
             simulatorConfiguration.tokenKeys = [SimulatorTokenKey(teamID: teamID, keyID: keyID, publicKey: publicKey!)]
+            simulatorConfiguration.faults = configuration.simulatorFaults
             simulatorConfiguration.faults.latency = configuration.simulatorLatency
             var simulatorLogger = logger
             simulatorLogger.logLevel = .warning
@@ -292,6 +296,44 @@ final class BroadcastRig: @unchecked Sendable {
 
     /// The running workers' ids (their `push.workers` ids).
     var workerIDs: [String] { lock.withLock { workers.map(\.id) } }
+
+    /// The running workers (for sampling their /proc entries).
+    var runningWorkers: [WorkerProcess] { lock.withLock { workers } }
+
+    /// SIGTERMs the first running worker, waits (at most `timeout`, then SIGKILL) for it to drain and exit, and
+    /// starts a replacement with the same flags: a deploy of one worker. The worker leaves the list before the
+    /// signal, so ``checkWorkersAlive(maximumReplacements:)`` never mistakes it for one that died.
+    func restartWorker(timeout: Duration = .seconds(60)) async throws -> (stopped: WorkerProcess.Report, started: String) {
+        guard let worker = lock.withLock({ () -> WorkerProcess? in
+            guard !workers.isEmpty else { return nil }
+            return workers.removeFirst()
+        }) else { throw EmbeddedError("no worker to restart") }
+        worker.terminate()
+        let deadline = ContinuousClock.now + timeout
+        while worker.isRunning && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        let report = await worker.stop(timeout: .seconds(1))
+        let id = worker.id + "-restarted"
+        try startWorker(id: id)
+        return (report, id)
+    }
+
+    /// Replaces the rig's own connection when it was closed (the server restarted); returns whether it did.
+    @discardableResult
+    func reconnectIfClosed() async throws -> Bool {
+        guard let old = lock.withLock({ self.connection }), old.isClosed else { return false }
+        let fresh = try await connectToDatabase(try DatabaseURL(databaseURL), id: 1, logger: logger)
+        let replaced = lock.withLock { () -> PostgresConnection? in
+            defer { self.connection = fresh }
+            return self.connection
+        }
+        try? await replaced?.close()
+        return true
+    }
+
+    /// What the in-process APNs simulator has seen so far (`nil` with an external one).
+    var simulatorStatistics: SimulatorStatistics? { lock.withLock { self.simulator }?.statistics }
 
     /// The last lines of every running worker's log, for error messages.
     func workerLogTail() -> String {
