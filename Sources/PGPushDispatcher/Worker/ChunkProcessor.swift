@@ -25,8 +25,10 @@ struct ChunkProcessor: Sendable {
     func process(_ chunk: ClaimedChunk, room: RoomReservation, verdicts: JobVerdicts) async throws -> ChunkCompletion {
         let job = chunk.job
         var completion = ChunkCompletion(chunk: chunk)
-        // Cut short by a shutdown: the caller gives the chunk back unsent.
-        let tokens = try await cancelWhenGracefulShutdown { try await store.tokens(of: chunk) }
+        // A key range is read from the database, cut short by a shutdown (the caller gives the chunk back
+        // unsent). A token list is in the claimed row already: the shutdown watch (a task group of two child
+        // tasks) would cost a one-token job more than its send does.
+        let tokens = chunk.kind == .tokens ? chunk.tokens : try await cancelWhenGracefulShutdown { try await store.tokens(of: chunk) }
         // What the job's total counts from now on for this chunk: every token read gets an outcome, is
         // requeued, or (a cancelled job) is counted as not sent.
         completion.readTokens = tokens.count
