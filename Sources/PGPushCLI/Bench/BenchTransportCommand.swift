@@ -43,9 +43,15 @@ struct BenchTransportCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("concurrency"),
-        help: "Callers in flight at once, spread over the connections (default 1000: one APNs connection's stream limit)."
+        help: "Requests in flight at once, spread over the connections (default 1000: one APNs connection's stream limit)."
     )
     var concurrency: Int = 1000
+
+    @Flag(
+        name: .customLong("task-per-request"),
+        help: "Send each request from a task of its own that awaits the answer (pool.send), instead of starting requests with a callback (pool.start) as the worker does."
+    )
+    var taskPerRequest = false
 
     @Option(name: .customLong("team-id"), help: "Token auth: the 10-character team id.")
     var teamID: String?
@@ -162,10 +168,14 @@ struct BenchTransportCommand: AsyncParsableCommand {
                     }
                 }
             }
-            await withDiscardingTaskGroup { workers in
-                for _ in 0..<callers {
-                    workers.addTask { await plan.work(pool: pool, deadline: deadline) }
+            if taskPerRequest {
+                await withDiscardingTaskGroup { workers in
+                    for _ in 0..<callers {
+                        workers.addTask { await plan.work(pool: pool, deadline: deadline) }
+                    }
                 }
+            } else {
+                await plan.drive(pool: pool, inFlight: callers, deadline: deadline)
             }
             group.cancelAll()
         }
@@ -258,6 +268,30 @@ final class TransportBenchPlan: Sendable {
     /// Everything recorded so far.
     var tally: TransportBenchTally { shared.withLock { $0 } }
 
+    /// Keeps `inFlight` requests outstanding from one task, as the worker's chunk loop does: a request starts
+    /// when a permit is free (``TransportBenchWindow``) and its answer, on the connection's event loop, records
+    /// it and frees the permit. No task waits per request.
+    func drive(pool: HTTP2ConnectionPool, inFlight: Int, deadline: ContinuousClock.Instant) async {
+        var system = SystemRandomNumberGenerator()
+        var generator = SplitMix64(seed: system.next())
+        let window = TransportBenchWindow(limit: inFlight)
+        while ContinuousClock.now < deadline {
+            let index = next.add(1, ordering: .relaxed).oldValue
+            guard index < count else { break }
+            await window.acquire()
+            let token = tokens.map { $0[index % $0.count] } ?? Self.randomToken(using: &generator)
+            let request = APNsRequest(deviceToken: token, topic: topic, apnsID: Self.randomUUID(using: &generator), payload: Self.payload)
+            let started = ContinuousClock.now
+            await pool.start(request) { outcome in
+                let latency = ContinuousClock.now - started
+                let label = if case .response(let response) = outcome, response.status == 200 { "200" } else { Self.label(outcome) }
+                self.shared.withLock { $0.record(latency, outcome: label) }
+                window.release()
+            }
+        }
+        await window.waitUntilEmpty(deadline: deadline)
+    }
+
     /// One caller: take the next index, send, record, until the count or the deadline is reached.
     /// One shared tally (not one per caller) keeps memory independent of the number of callers.
     func work(pool: HTTP2ConnectionPool, deadline: ContinuousClock.Instant) async {
@@ -322,5 +356,57 @@ final class TransportBenchPlan: Sendable {
             }
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// Permits for requests in flight: `acquire` waits while `limit` are out, `release` hands a permit to the
+/// waiting sender. Only the driver acquires, so at most one continuation waits.
+final class TransportBenchWindow: Sendable {
+    private struct State {
+        var inFlight = 0
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    private let limit: Int
+    private let state = Mutex(State())
+
+    init(limit: Int) { self.limit = max(1, limit) }
+
+    func acquire() async {
+        if state.withLock({ state in
+            guard state.inFlight < limit else { return false }
+            state.inFlight += 1
+            return true
+        }) { return }
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.inFlight < limit {
+                    state.inFlight += 1
+                    return true
+                }
+                state.waiter = continuation
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter  // the permit passes to the waiter: inFlight stays
+            }
+            state.inFlight -= 1
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    /// Polls until every started request has been answered, or the deadline passed.
+    func waitUntilEmpty(deadline: ContinuousClock.Instant) async {
+        while state.withLock({ $0.inFlight }) > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
     }
 }

@@ -26,7 +26,7 @@ public final class NginxAPNsStandIn: @unchecked Sendable {
         guard let executable = ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"]
             .first(where: { FileManager.default.isExecutableFile(atPath: $0) })
         else {
-            throw PGPushError(.invalidConfiguration, "nginx is not installed: apt-get install nginx-light (or nginx)")
+            throw PGPushError(.invalidConfiguration, "nginx is not installed: apt-get install nginx")
         }
         let standIn = NginxAPNsStandIn(directory: try makeTemporaryDirectory(prefix: "pgpush-nginx-"), port: try freeLoopbackPort())
         do {
