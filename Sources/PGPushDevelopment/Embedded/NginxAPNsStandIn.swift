@@ -106,21 +106,13 @@ public final class NginxAPNsStandIn: @unchecked Sendable {
         """
     }
 
-    private var pid: pid_t? {
-        (try? String(contentsOfFile: pidPath, encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-    }
-
     /// Stops nginx and removes its directory. Safe to call twice.
     public func stop() {
         let wasRunning = lock.withLock { () -> Bool in
             defer { running = false }
             return running
         }
-        if wasRunning, let pid {
-            kill(pid, SIGTERM)
-            let deadline = Date().addingTimeInterval(5)
-            while kill(pid, 0) == 0, Date() < deadline { usleep(20_000) }
-        }
+        if wasRunning { terminateDaemon(pidFile: pidPath) }
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

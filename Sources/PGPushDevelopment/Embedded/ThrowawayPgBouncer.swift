@@ -115,9 +115,7 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
     /// What PgBouncer logged so far (for a failing test's message).
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    private var pid: pid_t? {
-        (try? String(contentsOfFile: pidPath, encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-    }
+    private var pid: pid_t? { daemonPID(pidPath) }
 
     /// Stops PgBouncer and removes its directory. Safe to call twice.
     public func stop() {
@@ -125,11 +123,7 @@ public final class ThrowawayPgBouncer: @unchecked Sendable {
             defer { running = false }
             return running
         }
-        if wasRunning, let pid {
-            kill(pid, SIGTERM)
-            let deadline = Date().addingTimeInterval(5)
-            while kill(pid, 0) == 0, Date() < deadline { usleep(20_000) }
-        }
+        if wasRunning { terminateDaemon(pidFile: pidPath) }
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

@@ -224,6 +224,19 @@ func freeLoopbackPort() throws -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
+/// The process id a daemon wrote to `path`, if it did.
+func daemonPID(_ path: String) -> pid_t? {
+    (try? String(contentsOfFile: path, encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+}
+
+/// Sends SIGTERM to the daemon whose pid file is `path` and waits up to `timeout` seconds for it to exit.
+func terminateDaemon(pidFile path: String, timeout: TimeInterval = 5) {
+    guard let pid = daemonPID(path) else { return }
+    kill(pid, SIGTERM)
+    let deadline = Date().addingTimeInterval(timeout)
+    while kill(pid, 0) == 0, Date() < deadline { usleep(20_000) }
+}
+
 /// Whether something accepts TCP connections on 127.0.0.1:`port` (a daemon that is up).
 func loopbackPortAccepts(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
