@@ -6,7 +6,6 @@ import NIOPosix
 import PGPushTransport
 import PGPushCore
 import PGPushDevelopment
-import PGPushSimulator
 import Synchronization
 
 /// `pgpush bench transport`: sends N notifications through an ``HTTP2ConnectionPool`` and reports throughput,
@@ -120,19 +119,17 @@ struct BenchTransportCommand: AsyncParsableCommand {
         var endpoint = self.endpoint ?? ""
         var caFile = self.caFile
         if standIn == .nginx {
-            let certificates = SimulatorCertificates(directory: "\(scratch)/certificates")
-            try certificates.ensureExist(force: true)
-            let server = try NginxAPNsStandIn.start(certificatePath: certificates.serverCertificatePath, keyPath: certificates.serverKeyPath)
+            let (server, serverCA) = try NginxAPNsStandIn.start(certificateDirectory: "\(scratch)/certificates")
             nginx = server
             endpoint = server.endpoint
-            caFile = certificates.caCertificatePath
+            caFile = serverCA
         }
         let signer = try providerTokenSigner(scratch: scratch)
 
         var h2loadRate: Double?
         if h2load, let signer {
             let result = try await H2LoadBaseline(requests: count).run(
-                endpoint: endpoint, authorization: "bearer " + (try signer.sign(issuedAt: Date()).jwt), topic: topic, pushType: "alert",
+                endpoint: endpoint, signer: signer, topic: topic, pushType: "alert",
                 body: String(decoding: TransportBenchPlan.payload, as: UTF8.self))
             h2loadRate = result.requestsPerSecond
             if !json { FileHandle.standardError.write(Data("h2load \(result.label): \(Int(result.requestsPerSecond)) requests/s\n".utf8)) }

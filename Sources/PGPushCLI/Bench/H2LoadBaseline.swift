@@ -41,20 +41,21 @@ struct H2LoadBaseline: Sendable {
         guard executable != nil else { throw ValidationError("--h2load needs h2load: apt-get install nghttp2-client") }
     }
 
-    /// Runs h2load: `POST <endpoint>/3/device/<token>` with the APNs headers and `body`.
-    func run(endpoint: String, authorization: String?, topic: String, pushType: String, body: String) async throws -> Result {
+    /// Runs h2load: `POST <endpoint>/3/device/<token>` with the APNs headers, a provider token from `signer`,
+    /// and `body`.
+    func run(endpoint: String, signer: ProviderTokenSigner, topic: String, pushType: String, body: String) async throws -> Result {
         guard let executable = Self.executable else { throw PGPushError(.invalidConfiguration, "h2load is not installed: apt-get install nghttp2-client") }
         let directory = try makeTemporaryDirectory(prefix: "pgpush-h2load-")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let bodyPath = "\(directory)/body.json"
         try Data(body.utf8).write(to: URL(fileURLWithPath: bodyPath))
         let token = String(repeating: "ab", count: 32)
-        var arguments = [
+        let arguments = [
             "-c", String(connections), "-m", String(streams), "-n", String(requests), "-d", bodyPath,
             "-H", "apns-topic: \(topic)", "-H", "apns-push-type: \(pushType)",
+            "-H", "authorization: bearer \(try signer.sign(issuedAt: Date()).jwt)",
+            "\(endpoint)/3/device/\(token)",
         ]
-        if let authorization { arguments += ["-H", "authorization: \(authorization)"] }
-        arguments.append("\(endpoint)/3/device/\(token)")
 
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)

@@ -126,12 +126,10 @@ final class BroadcastRig: @unchecked Sendable {
         let (keyPath, teamID, keyID, publicKey) = try signingKey()
         providerKey = (keyPath, teamID, keyID)
         if configuration.nginxStandIn {
-            let certificates = SimulatorCertificates(directory: "\(directory)/nginx-certificates")
-            try certificates.ensureExist(force: true)
-            let nginx = try NginxAPNsStandIn.start(certificatePath: certificates.serverCertificatePath, keyPath: certificates.serverKeyPath)
+            let (nginx, nginxCA) = try NginxAPNsStandIn.start(certificateDirectory: "\(directory)/nginx-certificates")
             lock.withLock { self.nginx = nginx }
             endpoint = nginx.endpoint
-            caFile = certificates.caCertificatePath
+            caFile = nginxCA
         } else if let external = configuration.externalSimulator {
             endpoint = external.endpoint
             caFile = external.caFile
@@ -222,9 +220,8 @@ final class BroadcastRig: @unchecked Sendable {
     func h2load(_ baseline: H2LoadBaseline, liveActivity: Bool = false) async throws -> H2LoadBaseline.Result {
         guard let providerKey, !endpoint.isEmpty else { throw EmbeddedError("the rig is not set up") }
         let signer = try ProviderTokenSigner(teamID: providerKey.teamID, keyID: providerKey.keyID, keyFile: providerKey.path)
-        let authorization = "bearer " + (try signer.sign(issuedAt: Date()).jwt)
         return try await baseline.run(
-            endpoint: endpoint, authorization: authorization,
+            endpoint: endpoint, signer: signer,
             topic: liveActivity ? Self.topic + ".push-type.liveactivity" : Self.topic,
             pushType: liveActivity ? "liveactivity" : "alert", body: liveActivity ? Self.activityUpdate : Self.payload)
     }
