@@ -77,6 +77,14 @@ public actor AppRegistry {
             sender.usage.checkOut()
             return sender
         }
+        // Out of line: every chunk's task allocates this function's frame, and the first use's reload, pool
+        // and error paths would make it several kilobytes.
+        return await checkOutNewSender(key)
+    }
+
+    @inline(never)
+    private func checkOutNewSender(_ key: SenderKey) async -> AppSender? {
+        let (appID, platform, role) = (key.appID, key.platform, key.role)
         if apps[appID] == nil { try? await reload() }
         // The reload suspended this actor: a concurrent first use may have built the pool meanwhile, and one
         // app gets one pool per provider.

@@ -35,6 +35,7 @@ struct ProviderRequests: Sendable {
     /// environment or the wrong Firebase project.
     static let wrongCredentialReasons: Set<String> = ["BadDeviceToken", "SENDER_ID_MISMATCH", "INVALID_ARGUMENT"]
 
+    @inline(never)
     init(chunk: ClaimedChunk, sender: AppSender) throws {
         let job = chunk.job
         switch chunk.platform {

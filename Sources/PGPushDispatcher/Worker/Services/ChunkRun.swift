@@ -15,12 +15,10 @@ struct ChunkRun: Sendable {
             worker.perform(worker.machine.withLock { $0.tokensFinished(app: chunk.appID, tokens: tokens, small: small) })
         }
         defer { room.releaseRest() }
-        var logger = worker.logger
-        logger[metadataKey: "job"] = "\(chunk.jobID)"
-        logger[metadataKey: "app"] = "\(chunk.appID)"
         let processor = ChunkProcessor(
-            configuration: worker.configuration, store: worker.store, registry: worker.registry, appHealth: worker.appHealth,
-            metrics: worker.metrics, logger: logger, stopSending: worker.stopSending)
+            maximumClaims: worker.configuration.maximumClaims, retryPolicy: worker.configuration.retryPolicy, store: worker.store,
+            registry: worker.registry, appHealth: worker.appHealth, metrics: worker.metrics, logger: worker.logger,
+            stopSending: worker.stopSending)
 
         var failures = 0
         while true {
@@ -32,17 +30,26 @@ struct ChunkRun: Sendable {
                 return
             } catch {
                 failures += 1
-                // Shutting down: give the chunk back now, briefly, rather than retry into the grace period.
-                if worker.stopSending.isSet || Task.isCancelled {
-                    worker.heldChunks.withLock { _ = $0.remove(chunk.id) }
-                    if (try? await worker.store.release([chunk.id], deadline: .seconds(2))) == nil {
-                        logger.warning("could not give the chunk back; it is rescued when its lease runs out", metadata: ["chunk": "\(chunk.id)"])
-                    }
-                    return
-                }
-                worker.report(error, "reading the chunk failed; retrying", metadata: ["chunk": "\(chunk.id)"])
-                try? await Task.sleep(for: Worker.backoff(failures))
+                // The retry and the give-back have frames of their own, allocated only when a read fails.
+                if await failed(error, failures: failures) { return }
             }
         }
+    }
+
+    /// After a failed read: on shutdown gives the chunk back and returns true (briefly, rather than retry into
+    /// the grace period); otherwise reports the error, waits out its backoff and returns false.
+    @inline(never)
+    private func failed(_ error: any Error, failures: Int) async -> Bool {
+        let metadata: Logger.Metadata = ["job": "\(chunk.jobID)", "app": "\(chunk.appID)", "chunk": "\(chunk.id)"]
+        if worker.stopSending.isSet || Task.isCancelled {
+            worker.heldChunks.withLock { _ = $0.remove(chunk.id) }
+            if (try? await worker.store.release([chunk.id], deadline: .seconds(2))) == nil {
+                worker.logger.warning("could not give the chunk back; it is rescued when its lease runs out", metadata: metadata)
+            }
+            return true
+        }
+        worker.report(error, "reading the chunk failed; retrying", metadata: metadata)
+        try? await Task.sleep(for: Worker.backoff(failures))
+        return false
     }
 }
