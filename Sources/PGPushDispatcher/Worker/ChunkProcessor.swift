@@ -43,7 +43,7 @@ struct ChunkProcessor: Sendable {
         guard !appHealth.isPaused(chunk.appID) else { return Self.givenBack(chunk, tokens: tokens) }
         guard let provider = try? ProviderRequests(chunk: chunk, sender: sender) else {
             // Validated at enqueue, so only a damaged row gets here: fail the job's tokens, send nothing.
-            return failedJob(chunk, tokens: tokens, reason: ProviderRequests.invalidFCMMessage)
+            return notSent(chunk, tokens: tokens, reason: ProviderRequests.invalidFCMMessage)
         }
         var tally = Tally()
         let answers = ChunkAnswers(capacity: tokens.count)
@@ -95,20 +95,14 @@ struct ChunkProcessor: Sendable {
     private func settledWithoutSending(_ chunk: ClaimedChunk, tokens: [String], verdicts: JobVerdicts) -> ChunkCompletion? {
         if chunk.claims > maximumClaims {
             // Its leases kept expiring: whatever kills the workers holding it must not kill the next one too.
-            var completion = ChunkCompletion(chunk: chunk, readTokens: tokens.count)
-            let now = Date()
-            completion.outcomes = tokens.map {
-                FinalOutcome(token: $0, status: 0, reason: "LeaseExpired", apnsID: APNsID.make(jobID: chunk.jobID, token: $0),
-                             attempt: chunk.attempt, sentAt: now)
-            }
             logger.warning("poison chunk recorded as failed", metadata: [
                 "job": "\(chunk.jobID)", "app": "\(chunk.appID)", "chunk": "\(chunk.id)", "claims": "\(chunk.claims)",
             ])
-            return completion
+            return notSent(chunk, tokens: tokens, reason: "LeaseExpired")
         }
         if verdicts.isCancelled(chunk.jobID) { return ChunkCompletion(chunk: chunk, readTokens: tokens.count) }
         if let reason = chunk.jobFailure ?? verdicts.failure(of: chunk.jobID) {
-            return failedJob(chunk, tokens: tokens, reason: reason)
+            return notSent(chunk, tokens: tokens, reason: reason)
         }
         return nil
     }
@@ -121,11 +115,12 @@ struct ChunkProcessor: Sendable {
         return completion
     }
 
+    /// Every token is recorded as not sent, with `reason`: the chunk is poison, or its job failed.
     @inline(never)
-    private func failedJob(_ chunk: ClaimedChunk, tokens: [String], reason: String) -> ChunkCompletion {
+    private func notSent(_ chunk: ClaimedChunk, tokens: [String], reason: String) -> ChunkCompletion {
         var completion = ChunkCompletion(chunk: chunk, readTokens: tokens.count)
         let now = Date()
-        completion.outcomes = tokens.map { jobFailed($0, reason: reason, chunk: chunk, at: now) }
+        completion.outcomes = tokens.map { notSent($0, reason: reason, chunk: chunk, at: now) }
         return completion
     }
 
@@ -144,7 +139,7 @@ struct ChunkProcessor: Sendable {
     private func nextStep(for token: String, chunk: ClaimedChunk, verdicts: JobVerdicts, into tally: inout Tally) -> Step {
         if verdicts.isCancelled(chunk.jobID) { return .stop }
         if let reason = verdicts.failure(of: chunk.jobID) {
-            tally.outcomes.append(jobFailed(token, reason: reason, chunk: chunk, at: Date()))
+            tally.outcomes.append(notSent(token, reason: reason, chunk: chunk, at: Date()))
             return .skip
         }
         if stopSending.isSet || appHealth.isPaused(chunk.appID) {
@@ -152,9 +147,7 @@ struct ChunkProcessor: Sendable {
             return .skip
         }
         if let expiresAt = chunk.job.expiresAt, expiresAt <= Date() {
-            tally.outcomes.append(FinalOutcome(
-                token: token, status: 0, reason: ChunkCompletion.expiredReason,
-                apnsID: APNsID.make(jobID: chunk.jobID, token: token), attempt: chunk.attempt, sentAt: Date()))
+            tally.outcomes.append(notSent(token, reason: ChunkCompletion.expiredReason, chunk: chunk, at: Date()))
             return .skip
         }
         return .send
@@ -209,8 +202,9 @@ struct ChunkProcessor: Sendable {
         return finish(tally, chunk: chunk, job: chunk.job, completion: ChunkCompletion(chunk: chunk, readTokens: readTokens))
     }
 
-    /// A token not sent because its job failed with a job-level error: recorded with that reason.
-    private func jobFailed(_ token: String, reason: String, chunk: ClaimedChunk, at date: Date) -> FinalOutcome {
+    /// A token recorded without a request (status 0) and with `reason`: its job failed or expired, or the chunk
+    /// is poison.
+    private func notSent(_ token: String, reason: String, chunk: ClaimedChunk, at date: Date) -> FinalOutcome {
         FinalOutcome(token: token, status: 0, reason: reason, apnsID: APNsID.make(jobID: chunk.jobID, token: token),
                      attempt: chunk.attempt, sentAt: date)
     }
