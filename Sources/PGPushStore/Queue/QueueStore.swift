@@ -50,10 +50,23 @@ public final class QueueStore: Sendable {
     @discardableResult
     func run(_ query: PostgresQuery, deadline: Duration = QueueStore.deadline) async throws -> [PostgresRow] {
         counted()
-        let client = self.client
         let logger = self.logger
-        return try await withDeadline(deadline) {
-            try await client.query(query, logger: logger).collect()
+        return try await withConnection(deadline: deadline) { connection in
+            try await connection.query(query, logger: logger).collect()
+        }
+    }
+
+    /// Runs `body` on a connection of the pool, under `deadline`; a connection that closes under it ends the
+    /// call at once (see ``withDeadline(_:checkEvery:on:_:)-(_,_,_,(DatabaseCallWatch)->T)``).
+    func withConnection<T: Sendable>(
+        deadline: Duration = QueueStore.deadline, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let client = self.client
+        return try await withDeadline(deadline) { watch in
+            try await client.withConnection { connection in
+                watch.watch(connection)
+                return try await body(connection)
+            }
         }
     }
 
@@ -68,12 +81,11 @@ public final class QueueStore: Sendable {
     /// connection serves another client next.
     func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         counted(serverTimeouts == nil ? 2 : 3)  // BEGIN, the settings, COMMIT
-        let client = self.client
         let logger = self.logger
         let timeouts = self.serverTimeouts
         do {
-            return try await withDeadline(Self.deadline) {
-                try await client.withTransaction(logger: logger) { connection in
+            return try await withConnection { connection in
+                try await connection.withTransaction(logger: logger) { connection in
                     if let timeouts {
                         try await connection.query("""
                             SELECT set_config('statement_timeout', \(timeouts.statementMilliseconds), true),
@@ -96,91 +108,4 @@ public final class QueueStore: Sendable {
 public struct LeaseLost: Error, Sendable, CustomStringConvertible {
     public var chunkID: Int64
     public var description: String { "lease on chunk \(chunkID) was lost to another worker" }
-}
-
-/// Runs `operation`, or throws ``PGPushError/Code/databaseUnavailable`` once `deadline` passes, or
-/// `CancellationError` once the caller is cancelled; the operation is then cancelled and left to wind down on
-/// its own, so neither a hung client call nor a shutdown waits for it.
-///
-/// The deadline is an event-loop timer that a finished call removes. A cancelled `Task.sleep` would stay
-/// scheduled until its time came: with a 60-second deadline on every statement, the worker held a minute's
-/// worth of dead timers and their tasks.
-func withDeadline<T: Sendable>(
-    _ deadline: Duration,
-    on eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any(),
-    _ operation: @escaping @Sendable () async throws -> T
-) async throws -> T {
-    let race = DeadlineRace<T>()
-    return try await withTaskCancellationHandler {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            race.install(continuation)
-            let (seconds, attoseconds) = deadline.components
-            let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-            let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {
-                race.finish(.failure(PGPushError(.databaseUnavailable, "a database call did not finish within \(deadline)")))
-            }
-            // Unstructured on purpose: a client call that ignores cancellation (a connection attempt to an
-            // unreachable server) must not hold its caller past the deadline, which a child task would.
-            let work = Task {
-                let result: Result<T, any Error>
-                do { result = .success(try await operation()) } catch { result = .failure(error) }
-                race.finish(result)
-            }
-            race.attach(work: work, timer: timer)
-        }
-    } onCancel: {
-        race.finish(.failure(CancellationError()))
-    }
-}
-
-/// Who ends a ``withDeadline(_:on:_:)`` call first: the operation, the timer or the caller's cancellation.
-/// Whoever comes first resumes the caller; the operation is cancelled and the timer removed.
-private final class DeadlineRace<T: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<T, any Error>?
-        var work: Task<Void, Never>?
-        var timer: Scheduled<Void>?
-        /// The result, when the race ended before the continuation was installed (an already cancelled caller).
-        var early: Result<T, any Error>?
-        var finished = false
-    }
-
-    private let state = Mutex(State())
-
-    func install(_ continuation: CheckedContinuation<T, any Error>) {
-        let early = state.withLock { state -> Result<T, any Error>? in
-            if state.finished { return state.early }
-            state.continuation = continuation
-            return nil
-        }
-        if let early { continuation.resume(with: early) }
-    }
-
-    /// Records the operation's task and timer; both are stopped at once if the race is already over.
-    func attach(work: Task<Void, Never>, timer: Scheduled<Void>) {
-        let finished = state.withLock { state in
-            state.work = work
-            state.timer = timer
-            return state.finished
-        }
-        if finished {
-            work.cancel()
-            timer.cancel()
-        }
-    }
-
-    /// Ends the race with `result` if nobody else has.
-    func finish(_ result: Result<T, any Error>) {
-        let ended = state.withLock { state -> (CheckedContinuation<T, any Error>?, Task<Void, Never>?, Scheduled<Void>?)? in
-            guard !state.finished else { return nil }
-            state.finished = true
-            if state.continuation == nil { state.early = result }
-            defer { state.continuation = nil }
-            return (state.continuation, state.work, state.timer)
-        }
-        guard let (continuation, work, timer) = ended else { return }
-        timer?.cancel()
-        work?.cancel()  // harmless when the work is what finished
-        continuation?.resume(with: result)
-    }
 }
