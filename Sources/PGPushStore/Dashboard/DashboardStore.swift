@@ -26,10 +26,11 @@ public struct DashboardStore: Sendable {
     }
 
     /// Runs `body` in a read-only transaction with the statement timeout set and the login's granted apps read.
-    public func read<Result: Sendable>(_ body: (DashboardReader) async throws -> Result) async throws -> Result {
+    public func read<Result: Sendable>(_ body: @escaping @Sendable (DashboardReader) async throws -> Result) async throws -> Result {
         let milliseconds = String(statementTimeout.components.seconds * 1000
             + statementTimeout.components.attoseconds / 1_000_000_000_000_000)
-        return try await client.withTransaction(logger: logger) { connection in
+        let logger = self.logger
+        return try await transaction { connection in
             let rows = try await connection.query("""
                 SELECT set_config('statement_timeout', \(milliseconds), true),
                        set_config('transaction_read_only', 'on', true),
@@ -41,12 +42,34 @@ public struct DashboardStore: Sendable {
     }
 
     /// Runs `body` in a read-write transaction with the statement timeout set (the actions).
-    func write<Result: Sendable>(_ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+    func write<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
         let milliseconds = String(statementTimeout.components.seconds * 1000
             + statementTimeout.components.attoseconds / 1_000_000_000_000_000)
-        return try await client.withTransaction(logger: logger) { connection in
+        let logger = self.logger
+        return try await transaction { connection in
             _ = try await connection.query("SELECT set_config('statement_timeout', \(milliseconds), true)", logger: logger).collect()
             return try await body(connection)
+        }
+    }
+
+    /// A transaction on a connection of the pool, given up (``PGPushError/Code/databaseUnavailable``) a few
+    /// seconds after its statement timeout, or at once when its connection closes under it: a page must not
+    /// hang on a server that restarted (see ``withDeadline(_:checkEvery:on:_:)-(_,_,_,(DatabaseCallWatch)->T)``).
+    private func transaction<Result: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let client = self.client
+        let logger = self.logger
+        do {
+            return try await withDeadline(statementTimeout + .seconds(5)) { watch in
+                try await client.withConnection { connection in
+                    watch.watch(connection)
+                    return try await connection.withTransaction(logger: logger) { try await body($0) }
+                }
+            }
+        } catch let error as PostgresTransactionError {
+            if let closureError = error.closureError { throw closureError }
+            throw error
         }
     }
 }
