@@ -105,6 +105,37 @@ import PGPushCore
         #expect(limiter.limit == 60)
     }
 
+    @Test func toleratedShareOfOverloadsPerWindowIsNoCut() {
+        var limiter = AdaptiveConcurrency(initial: 100, minimum: 4, maximum: 100, toleratedOverloadShare: 0.05)
+        // Each window of 100 answers holds 5 overloads: within the share, window after window.
+        for window in 0..<20 {
+            for index in 0..<100 {
+                let now = t0 + .seconds(window) + .milliseconds(index)
+                if index % 20 == 3 {
+                    let decreased = limiter.recordOverload(now: now)
+                    #expect(!decreased)
+                } else {
+                    limiter.recordSuccess()
+                }
+            }
+        }
+        #expect(limiter.limit == 100)
+        // The sixth overload of one window is past the share: the limit halves, as without a tolerance.
+        for index in 0..<5 { limiter.recordOverload(now: t0 + .seconds(30) + .milliseconds(index)) }
+        #expect(limiter.limit == 100)
+        let decreased = limiter.recordOverload(now: t0 + .seconds(30) + .milliseconds(5))
+        #expect(decreased)
+        #expect(limiter.limit == 50)
+    }
+
+    @Test func withoutToleranceTheFirstOverloadCuts() {
+        var limiter = AdaptiveConcurrency(initial: 100, minimum: 4, maximum: 100)
+        for _ in 0..<99 { limiter.recordSuccess() }
+        let decreased = limiter.recordOverload(now: t0)
+        #expect(decreased)
+        #expect(limiter.limit == 50)
+    }
+
     @Test func initialIsClampedAndDefaultsToMaximum() {
         #expect(AdaptiveConcurrency(initial: 5000, minimum: 1, maximum: 100).limit == 100)
         #expect(AdaptiveConcurrency(initial: 0, minimum: 3, maximum: 100).limit == 3)

@@ -24,6 +24,30 @@ import Testing
         #expect(gate.backoffLimit == nil, "a queue is not an overload: the scheduler still claims the app in full")
     }
 
+    @Test func aFewServiceUnavailableAnswersAmongManyDoNotShrinkTheGateButAStormDoes() async {
+        let gate = ConcurrencyGate(initial: 16, maximum: 1000)
+        await answer(gate, count: 3000, roundTrip: .milliseconds(10))
+        #expect(gate.limit == 1000)
+        // 2 % of answers are 503 for 10 seconds of traffic: APNs' noise, not its load.
+        for second in 0..<10 {
+            for index in 0..<1000 {
+                await gate.acquire()
+                let overloaded = index % 50 == 7
+                gate.release(overloaded: overloaded, succeeded: !overloaded, roundTrip: .milliseconds(10),
+                             now: t0 + .seconds(second) + .milliseconds(index))
+            }
+        }
+        #expect(gate.limit == 1000, "scattered 503s leave the limit where it was")
+        #expect(gate.backoffLimit == nil)
+        // Then every answer is a 503: APNs sheds load, and the limit halves (once per second).
+        for index in 0..<100 {
+            await gate.acquire()
+            gate.release(overloaded: true, succeeded: false, now: t0 + .seconds(20) + .milliseconds(index))
+        }
+        #expect(gate.limit == 500)
+        #expect(gate.backoffLimit == 500, "the scheduler claims less of a backing-off app")
+    }
+
     @Test func aLimitedGateHoldsTheNextRequestUntilAnAnswerFreesAPermit() async throws {
         let gate = ConcurrencyGate(initial: 16, maximum: 64)
         await answer(gate, count: 200, roundTrip: .milliseconds(10))

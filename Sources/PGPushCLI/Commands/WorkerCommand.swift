@@ -57,11 +57,11 @@ struct WorkerCommand: AsyncParsableCommand {
     var fcmCaFile: String?
     @Option(help: "Key and certificate paths in push.apps must resolve inside this directory (env: PGPUSH_CREDENTIALS_DIR).")
     var credentialsDir: String?
-    @Option(help: "HTTP/2 connections per app (env: PGPUSH_CONNECTIONS_PER_APP; default 2).")
+    @Option(help: "HTTP/2 connections per app (env: PGPUSH_CONNECTIONS_PER_APP; default 4).")
     var connectionsPerApp: Int?
     @Option(help: "Devices per chunk when a job is expanded (env: PGPUSH_CHUNK_SIZE; default 1000).")
     var chunkSize: Int?
-    @Option(help: "Notifications held at once: in flight, waiting or claimed ahead (env: PGPUSH_MAX_IN_FLIGHT; default 2 × --connections-per-app × 500).")
+    @Option(help: "Notifications held at once: in flight, waiting or claimed ahead (env: PGPUSH_MAX_IN_FLIGHT; default 2 × --connections-per-app × 250).")
     var maxInFlight: Int?
     @Option(help: ArgumentHelp("Replaced by --max-in-flight; N means N × --chunk-size notifications (env: PGPUSH_MAX_ACTIVE_CHUNKS).", visibility: .hidden))
     var maxActiveChunks: Int?

@@ -2,10 +2,11 @@ import PGPushCore
 import Synchronization
 
 /// How many requests one app may have in flight from this worker, adapting like TCP: it starts small and
-/// doubles per round trip while answers succeed, halves on 429 and 503, and recovers slowly. It also stays
-/// below what the round trips show fills the path (``QueueingDelayLimit``): requests beyond that would only
-/// queue, on a busy host or at the provider, ahead of the next urgent notification. Senders await a permit;
-/// the waiters are the only queue, and a waiter of a higher job priority is let in first.
+/// doubles per round trip while answers succeed, halves on 429 and 503 (beyond a few per window), and
+/// recovers slowly. It also stays below what the round trips show fills the path (``QueueingDelayLimit``):
+/// requests beyond that would only queue, on a busy host or at the provider, ahead of the next urgent
+/// notification. Senders await a permit; the waiters are the only queue, and a waiter of a higher job
+/// priority is let in first.
 final class ConcurrencyGate: Sendable {
     private struct Waiter {
         var priority: Int
@@ -32,12 +33,17 @@ final class ConcurrencyGate: Sendable {
 
     private let state: Mutex<State>
     let maximum: Int
+    /// Up to 5 % of a window's answers may be 429/503 without a cut: APNs' occasional 503s are not its load.
+    /// Past it, as when APNs sheds load in earnest, the limit halves as before.
+    static let toleratedOverloadShare = 0.05
 
     init(initial: Int = 16, maximum: Int) {
         let maximum = max(maximum, initial)
         self.maximum = maximum
         state = Mutex(State(
-            limiter: AdaptiveConcurrency(initial: initial, minimum: 4, maximum: maximum, slowStart: true),
+            limiter: AdaptiveConcurrency(
+                initial: initial, minimum: 4, maximum: maximum, slowStart: true,
+                toleratedOverloadShare: Self.toleratedOverloadShare),
             delay: QueueingDelayLimit(configuration: .init(minimum: initial, maximum: maximum))))
     }
 
@@ -75,8 +81,7 @@ final class ConcurrencyGate: Sendable {
         let wake = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.inFlight -= 1
             if overloaded {
-                state.limiter.recordOverload()
-                state.backingOff = true
+                if state.limiter.recordOverload(now: now) { state.backingOff = true }
             } else if succeeded {
                 state.limiter.recordSuccess()
                 if let roundTrip { state.delay.record(roundTrip, now: now) }

@@ -15,8 +15,8 @@ public struct WorkerConfiguration: Sendable {
     /// while the next claim is on its way.
     public var maximumInFlight: Int?
     /// Requests one app may have in flight from this worker at most (its adaptive limit grows up to this).
-    /// Enough to fill the pipe (500 per connection carry 16,000/s per connection at a 30 ms round trip),
-    /// and no more: every request beyond that only waits in APNs' queue, where an urgent notification would
+    /// Enough to fill the pipe (250 per connection carry 8,000/s per connection, 33,000/s per app, at a 30 ms
+    /// round trip), and no more: every request beyond that only waits in APNs' queue, where an urgent notification would
     /// wait behind it, and a server that slows down under a deep queue misses its PING deadline.
     public var requestsInFlightPerApp: Int?
     /// How long a claim is valid without a heartbeat. A crashed worker's chunks are rescued after this.
@@ -33,8 +33,9 @@ public struct WorkerConfiguration: Sendable {
     public var maximumClaims: Int = 5
     /// Backoff and attempt limit for transient failures (429, 5xx, connection loss).
     public var retryPolicy = RetryPolicy()
-    /// HTTP/2 connections per app.
-    public var connectionsPerApp: Int = 2
+    /// HTTP/2 connections per app. Four with 250 streams each carry what two with 500 do, for less CPU: the
+    /// HTTP/2 stack's cost per stream grows with the streams open on its connection (BENCHMARKS.md).
+    public var connectionsPerApp: Int = 4
     /// Per-request deadline.
     public var requestTimeout: Duration = .seconds(15)
     /// Sends every app's traffic to this base URL (a simulator or a staging relay) instead of Apple's hosts.
@@ -98,9 +99,9 @@ public struct WorkerConfiguration: Sendable {
         maximumInFlight ?? 2 * inFlightPerApp
     }
 
-    /// ``requestsInFlightPerApp``, or 500 per connection.
+    /// ``requestsInFlightPerApp``, or 250 per connection.
     public var inFlightPerApp: Int {
-        requestsInFlightPerApp ?? max(1, connectionsPerApp) * Self.typicalStreamsPerConnection / 2
+        requestsInFlightPerApp ?? max(1, connectionsPerApp) * Self.typicalStreamsPerConnection / 4
     }
 
     public static func defaultWorkerID() -> String {
