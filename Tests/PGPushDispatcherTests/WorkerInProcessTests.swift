@@ -1,6 +1,7 @@
 import Foundation
 import PGPushDispatcher
 import PGPushSimulator
+import PGPushStore
 import PGPushTestSupport
 import PostgresNIO
 import Testing
@@ -105,6 +106,36 @@ extension EndToEndTests {
                         "one outcome per token although some were sent twice")
                 #expect(try await fleet.count("SELECT count(DISTINCT token) FROM push.deliveries WHERE job_id = \(job)") == 5_000)
                 #expect(try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)") == 5_000)
+            }
+        }
+
+        /// A chunk whose holders kept dying (a payload that crashes the process, say) is claimed once more than
+        /// `maximumClaims` allows: its tokens are recorded failed with `LeaseExpired` and never sent, so it cannot
+        /// take the next worker down too. The job's other chunks are sent as usual.
+        @Test func aChunkClaimedTooOftenIsRecordedLeaseExpiredAndNeverSent() async throws {
+            try await Fleet.with { fleet in
+                try await fleet.createApp()
+                try await fleet.registerDevices(600)
+                let job = try await fleet.enqueue()
+                let store = QueueStore(client: fleet.db.client, workerID: "setup", logger: fleet.db.logger)
+                #expect(try await store.expandNextDueJob(chunkSize: 100)?.jobID == job)
+                // Two of its six chunks were claimed as often as allowed, the last holder died, and its lease ran out.
+                let poisoned = try await fleet.count("""
+                    WITH dead AS (
+                        UPDATE push.chunks SET claims = 5, locked_by = 'crashed#1', locked_until = now() - interval '1 second'
+                         WHERE job_id = \(job) AND seq IN (0, 1) RETURNING estimated_tokens)
+                    SELECT sum(estimated_tokens)::int8 FROM dead
+                    """)
+                #expect(poisoned == 200)
+                try await fleet.withWorker(configure: { $0.maximumClaims = 5 }) { _ in
+                    _ = try await fleet.waitUntil("SELECT count(*) FROM push.jobs WHERE id = \(job) AND state IN ('done', 'failed')") { $0 == 1 }
+                }
+                #expect(try await fleet.count("SELECT count(*) FROM push.deliveries WHERE job_id = \(job) AND status = 0 AND reason = 'LeaseExpired'") == 200)
+                #expect(try await fleet.count("SELECT count(DISTINCT token) FROM push.deliveries WHERE job_id = \(job)") == 600)
+                #expect(try await fleet.count("SELECT count(*) FROM push.deliveries WHERE job_id = \(job)") == 600)
+                #expect(try await fleet.count("SELECT failed FROM push.job_progress WHERE job_id = \(job)") == 200)
+                #expect(fleet.simulator.ledger.acceptedCount == 400, "only the healthy chunks were sent")
+                #expect(try await fleet.count("SELECT count(*) FROM push.chunks WHERE job_id = \(job)") == 0)
             }
         }
 
