@@ -54,7 +54,7 @@ public struct DashboardStore: Sendable {
 
     /// A transaction on a connection of the pool, given up (``PGPushError/Code/databaseUnavailable``) a few
     /// seconds after its statement timeout, or at once when its connection closes under it: a page must not
-    /// hang on a server that restarted (see ``withDeadline(_:checkEvery:on:_:)-(_,_,_,(DatabaseCallWatch)->T)``).
+    /// hang on a server that restarted (see ``withDeadline(_:checkEvery:on:_:)``).
     private func transaction<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {

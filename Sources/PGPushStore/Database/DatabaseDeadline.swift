@@ -54,7 +54,7 @@ func withDeadline<T: Sendable>(
     try await withDeadline(deadline, on: eventLoop) { (_: DatabaseCallWatch) in try await operation() }
 }
 
-/// What a call under ``withDeadline(_:checkEvery:on:_:)-(_,_,_,(DatabaseCallWatch)->T)`` tells its deadline
+/// What a call under ``withDeadline(_:checkEvery:on:_:)`` tells its deadline
 /// about: the connection it leased, so that the call ends when that connection closes.
 struct DatabaseCallWatch: Sendable {
     private let report: @Sendable (PostgresConnection) -> Void
@@ -75,7 +75,7 @@ extension TimeAmount {
     }
 }
 
-/// Who ends a ``withDeadline(_:checkEvery:on:_:)-(_,_,_,(DatabaseCallWatch)->T)`` call first: the operation,
+/// Who ends a ``withDeadline(_:checkEvery:on:_:)`` call first: the operation,
 /// the timer (deadline passed, or the watched connection closed) or the caller's cancellation. Whoever comes
 /// first resumes the caller; the operation is cancelled and the timer removed.
 private final class DeadlineRace<T: Sendable>: Sendable {

@@ -37,8 +37,9 @@ public final class QueueStore: Sendable {
 
     /// The longest any one statement or transaction of the worker may take before it is abandoned as hung.
     /// PostgreSQL's own `statement_timeout` (20 s in worker transactions, ``DatabaseURL/ServerTimeouts/worker``)
-    /// ends the statement on the server; this catches the client side of a dying connection that never
-    /// answers, which was seen right after a server restart. Well inside the 30-second lease.
+    /// ends the statement on the server; this catches the client side of a connection that never answers (a
+    /// connection attempt to a host that went away). A connection that closes under a call ends it sooner
+    /// (``withDeadline(_:checkEvery:on:_:)``). Well inside the 30-second lease.
     public static let deadline: Duration = .seconds(25)
 
     /// The NOTIFY channel of `push.cancel`; the payload is the job id.
@@ -57,7 +58,7 @@ public final class QueueStore: Sendable {
     }
 
     /// Runs `body` on a connection of the pool, under `deadline`; a connection that closes under it ends the
-    /// call at once (see ``withDeadline(_:checkEvery:on:_:)-(_,_,_,(DatabaseCallWatch)->T)``).
+    /// call at once (see ``withDeadline(_:checkEvery:on:_:)``).
     func withConnection<T: Sendable>(
         deadline: Duration = QueueStore.deadline, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
