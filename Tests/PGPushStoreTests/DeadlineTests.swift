@@ -31,6 +31,44 @@ struct DeadlineTests {
         await #expect(throws: Boom.self) { try await withDeadline(.seconds(5)) { () async throws -> Int in throw Boom() } }
     }
 
+    /// PostgresNIO drops a query written to a connection that has just closed, and its caller would wait until
+    /// the deadline: a call that watches its connection ends at the next check once that connection closes.
+    @Test(.database) func aCallWhoseConnectionClosesEndsAtTheNextCheck() async throws {
+        try await TestDatabase.with { db in
+            let started = ContinuousClock.now
+            let error = await #expect(throws: PGPushError.self) {
+                try await withDeadline(.seconds(30), checkEvery: .milliseconds(200)) { watch in
+                    try await db.client.withConnection { connection in
+                        watch.watch(connection)
+                        try await connection.close()
+                        // As a dropped query would: never answers, ignores cancellation.
+                        await Self.sleepIgnoringCancellation(.seconds(10))
+                    }
+                }
+            }
+            #expect(error?.code == .databaseUnavailable)
+            #expect("\(error.map { String(describing: $0) } ?? "")".contains("closed"), "\(String(describing: error))")
+            #expect(ContinuousClock.now - started < .seconds(3))
+        }
+    }
+
+    /// The check ends only calls whose connection closed: a healthy statement longer than several checks runs
+    /// to its end.
+    @Test(.database) func aLongCallOnAnOpenConnectionOutlastsItsChecks() async throws {
+        try await TestDatabase.with { db in
+            let logger = db.logger
+            let value = try await withDeadline(.seconds(10), checkEvery: .milliseconds(100)) { watch in
+                try await db.client.withConnection { connection in
+                    watch.watch(connection)
+                    defer { watch.unwatch() }
+                    let rows = try await connection.query("SELECT 7::int8 FROM pg_sleep(0.6)", logger: logger).collect()
+                    return try rows.first?.decode(Int64.self)
+                }
+            }
+            #expect(value == 7)
+        }
+    }
+
     /// A shutdown cancels the loops; a call waiting for a database that is down must not hold them until its
     /// deadline (25 s for a worker), or the shutdown overruns its grace period.
     @Test func cancellingTheCallerEndsTheCallAtOnce() async throws {

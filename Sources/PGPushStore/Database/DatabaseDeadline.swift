@@ -58,13 +58,22 @@ func withDeadline<T: Sendable>(
 /// about: the connection it leased, so that the call ends when that connection closes.
 struct DatabaseCallWatch: Sendable {
     private let report: @Sendable (PostgresConnection) -> Void
+    private let forget: @Sendable () -> Void
 
     fileprivate init<T>(_ race: DeadlineRace<T>) {
         self.report = { race.watch($0) }
+        self.forget = { race.unwatch() }
     }
 
+    /// From now until ``unwatch()``, the call ends once `connection` has closed; at once if it already has.
     func watch(_ connection: PostgresConnection) {
         report(connection)
+    }
+
+    /// The call is done with its connection (its lease is about to be released): a close from now on is not
+    /// this call's.
+    func unwatch() {
+        forget()
     }
 }
 
@@ -114,14 +123,20 @@ private final class DeadlineRace<T: Sendable>: Sendable {
     /// Records the operation's task; it is cancelled at once if the race is already over.
     func attach(work: Task<Void, Never>) {
         let finished = state.withLock { state in
-            state.work = work
+            if !state.finished { state.work = work }
             return state.finished
         }
         if finished { work.cancel() }
     }
 
     func watch(_ connection: PostgresConnection) {
-        state.withLock { $0.connection = connection }
+        state.withLock { if !$0.finished { $0.connection = connection } }
+        // The pool may hand out a connection that closed a moment ago, before it heard of the close.
+        if connection.isClosed { finishClosed() }
+    }
+
+    func unwatch() {
+        state.withLock { $0.connection = nil }
     }
 
     /// Schedules the next look: at the next check or at the deadline, whichever is first.
@@ -129,7 +144,7 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         let fireAt = min(deadline, .now() + checkEvery)
         let timer = eventLoop.scheduleTask(deadline: fireAt) { self.timerFired() }
         let finished = state.withLock { state in
-            state.timer = timer
+            if !state.finished { state.timer = timer }
             return state.finished
         }
         if finished { timer.cancel() }
@@ -139,10 +154,14 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         if NIODeadline.now() >= deadline {
             finish(.failure(PGPushError(.databaseUnavailable, "a database call did not finish within \(limit)")))
         } else if state.withLock({ $0.connection?.isClosed }) == true {
-            finish(.failure(PGPushError(.databaseUnavailable, "the database connection closed during a call")))
+            finishClosed()
         } else {
             armTimer()
         }
+    }
+
+    private func finishClosed() {
+        finish(.failure(PGPushError(.databaseUnavailable, "the database connection closed during a call")))
     }
 
     /// Ends the race with `result` if nobody else has.
@@ -151,9 +170,13 @@ private final class DeadlineRace<T: Sendable>: Sendable {
             guard !state.finished else { return nil }
             state.finished = true
             if state.continuation == nil { state.early = result }
+            // Nothing of the call stays referenced here: an operation hung on a dropped query never ends, and
+            // its task holds this race.
             defer {
                 state.continuation = nil
                 state.connection = nil
+                state.work = nil
+                state.timer = nil
             }
             return (state.continuation, state.work, state.timer)
         }

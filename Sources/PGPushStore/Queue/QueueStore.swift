@@ -66,6 +66,7 @@ public final class QueueStore: Sendable {
         return try await withDeadline(deadline) { watch in
             try await client.withConnection { connection in
                 watch.watch(connection)
+                defer { watch.unwatch() }
                 return try await body(connection)
             }
         }
