@@ -235,6 +235,7 @@ let package = Package(
             name: "PGPushDashboardTests",
             dependencies: [
                 "PGPushCore", "PGPushStore", "PGPushDashboard", "PGPushTestSupport", "PGPushDispatcher", "PGPushSimulator",
+                "PGPushDevelopment",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -217,6 +217,10 @@ public final class DashboardServer: Service, Sendable {
             logger.warning("dashboard page ran past its statement_timeout", metadata: ["page": "\(page)"])
             return Self.text(.serviceUnavailable, "the database took too long for this page (statement_timeout); narrow the filters\n")
         }
+        if let problem = DatabaseProblem.of(error), problem == .unreachable || problem == .shuttingDown {
+            logger.warning("dashboard page: database unavailable", metadata: ["page": "\(page)", "error": "\(String(reflecting: error))"])
+            return Self.text(.serviceUnavailable, "\(problem.description); try this page again shortly\n")
+        }
         logger.error("dashboard page failed", metadata: ["page": "\(page)", "error": "\(String(reflecting: error))"])
         return Self.text(.internalServerError, "the database could not answer this page; see the dashboard's log\n")
     }

@@ -25,6 +25,10 @@ public struct DashboardStore: Sendable {
         self.logger = logger
     }
 
+    /// The longest a page's transaction may take, the wait for a connection included: a page runs up to five
+    /// statements, each within ``statementTimeout``, so this cuts off only a call that hangs.
+    public var pageDeadline: Duration { statementTimeout * 6 + .seconds(5) }
+
     /// Runs `body` in a read-only transaction with the statement timeout set and the login's granted apps read.
     public func read<Result: Sendable>(_ body: @escaping @Sendable (DashboardReader) async throws -> Result) async throws -> Result {
         let milliseconds = String(statementTimeout.components.seconds * 1000
@@ -52,18 +56,19 @@ public struct DashboardStore: Sendable {
         }
     }
 
-    /// A transaction on a connection of the pool, given up (``PGPushError/Code/databaseUnavailable``) a few
-    /// seconds after its statement timeout, or at once when its connection closes under it: a page must not
-    /// hang on a server that restarted (see ``withDeadline(_:checkEvery:on:_:)``).
+    /// A transaction on a connection of the pool, given up (``PGPushError/Code/databaseUnavailable``) once its
+    /// connection closes under it, or at ``pageDeadline``: a page must not hang on a server that restarted
+    /// (see ``withDeadline(_:checkEvery:on:_:)``).
     private func transaction<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let client = self.client
         let logger = self.logger
         do {
-            return try await withDeadline(statementTimeout + .seconds(5)) { watch in
+            return try await withDeadline(pageDeadline) { watch in
                 try await client.withConnection { connection in
                     watch.watch(connection)
+                    defer { watch.unwatch() }
                     return try await connection.withTransaction(logger: logger) { try await body($0) }
                 }
             }
