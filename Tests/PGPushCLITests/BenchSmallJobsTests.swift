@@ -19,6 +19,12 @@ struct BenchSmallJobsTests {
         #expect(report["one_outcome_per_job"] as? Bool == true)
         let rate = try #require(jsonDouble(report["jobs_per_second"]), "\(run)")
         #expect(rate > 0)
+        // The drain: jobs left when the last producer committed, and their rate from then to the last finish.
+        let drained = try #require(jsonInt(report["drained_jobs"]), "\(run)")
+        #expect(drained > 0 && drained <= 200, "\(run)")
+        let drainSeconds = try #require(jsonDouble(report["drain_seconds"]), "\(run)")
+        let drainRate = try #require(jsonDouble(report["drained_jobs_per_second"]), "\(run)")
+        #expect(drainSeconds > 0 && abs(drainRate - Double(drained) / drainSeconds) < 0.01, "\(run)")
         let quickest = try #require(jsonDouble(report["enqueue_to_first_send_min_ms"]))
         let p50 = try #require(jsonDouble(report["enqueue_to_first_send_p50_ms"]))
         let p99 = try #require(jsonDouble(report["enqueue_to_first_send_p99_ms"]))

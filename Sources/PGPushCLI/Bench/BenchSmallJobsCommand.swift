@@ -19,6 +19,9 @@ struct BenchSmallJobsCommand: AsyncParsableCommand {
             Figures:
               jobs/s          jobs ÷ (max(finished_at) − min(created_at)) over the jobs; created_at is the
                               start of each producer's transaction
+              draining        the jobs that finished after the last producer committed ÷ the time from
+                              that commit (the database's clock) to the last finish: the worker's rate with
+                              a queue and nothing more coming in
               latency         enqueue→first send (push.job_latency) min/p50/p99/max over the jobs; the
                               send time is that of the answer, so min ≥ the simulator's delay
               job states      every job must be done, and push.deliveries must hold exactly one row per job

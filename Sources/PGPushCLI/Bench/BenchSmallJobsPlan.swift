@@ -34,6 +34,7 @@ struct BenchSmallJobsPlan: Sendable {
         let enqueueStart = clock.now
         let ids = try await SmallJobProducers.burst(rig: rig, users: users, producers: producers, priority: priority)
         let enqueueSeconds = (clock.now - enqueueStart).seconds
+        let committed = try await rig.database.databaseClock()
         say("bench: \(ids.count) jobs committed in \(String(format: "%.2f", enqueueSeconds)) s; waiting for them")
         var lastLine = clock.now
         let states = try await rig.waitForJobs(ids, interval: .milliseconds(200), timeout: deadline - clock.now) { states in
@@ -45,6 +46,7 @@ struct BenchSmallJobsPlan: Sendable {
         let reports = await rig.stopWorkers()
 
         let span = try await rig.database.jobsSpan(ids)
+        let drain = try await rig.database.finished(ids, after: committed)
         let outcomes = try await rig.database.outcomeCounts(ids)
         let cpuAfter = reports.allSatisfy { $0.cpuSeconds != nil } ? reports.compactMap(\.cpuSeconds).reduce(0, +) : nil
         return BenchSmallJobsReport(
@@ -55,6 +57,8 @@ struct BenchSmallJobsPlan: Sendable {
             simulatorLatency: rig.configuration.externalSimulator == nil ? simulatorLatency : nil,
             enqueueSeconds: enqueueSeconds,
             spanSeconds: span,
+            drainedJobs: Int(drain.jobs),
+            drainSeconds: drain.seconds,
             latencySeconds: try await rig.database.firstSendLatencies(ids),
             states: states,
             outcomeRows: outcomes.rows,

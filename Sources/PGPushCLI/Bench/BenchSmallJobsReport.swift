@@ -13,6 +13,10 @@ struct BenchSmallJobsReport: Sendable {
     var enqueueSeconds: Double
     /// `max(finished_at) − min(created_at)` over the jobs.
     var spanSeconds: Double?
+    /// Jobs that finished after the last producer committed, and the seconds from that commit to the last
+    /// finish: the queue draining with nothing more coming in.
+    var drainedJobs: Int = 0
+    var drainSeconds: Double?
     /// Enqueue→first send of each job that sent, in seconds.
     var latencySeconds: [Double]
     /// How many jobs ended in each state.
@@ -30,6 +34,12 @@ struct BenchSmallJobsReport: Sendable {
     var jobsPerSecond: Double? {
         guard let spanSeconds, spanSeconds > 0 else { return nil }
         return Double(jobs) / spanSeconds
+    }
+
+    /// The drain's rate: ``drainedJobs`` ÷ ``drainSeconds``.
+    var drainedJobsPerSecond: Double? {
+        guard let drainSeconds, drainSeconds > 0, drainedJobs > 0 else { return nil }
+        return Double(drainedJobs) / drainSeconds
     }
 
     var allDone: Bool { states["done", default: 0] == jobs && states.count == 1 }
@@ -63,6 +73,9 @@ struct BenchSmallJobsReport: Sendable {
             "enqueue_seconds": enqueueSeconds,
             "span_seconds": jsonValue(spanSeconds),
             "jobs_per_second": jsonValue(jobsPerSecond),
+            "drained_jobs": drainedJobs,
+            "drain_seconds": jsonValue(drainSeconds),
+            "drained_jobs_per_second": jsonValue(drainedJobsPerSecond),
             "enqueue_to_first_send_min_ms": jsonValue(latencyMinMilliseconds),
             "enqueue_to_first_send_p50_ms": jsonValue(latencyMilliseconds(0.50)),
             "enqueue_to_first_send_p99_ms": jsonValue(latencyMilliseconds(0.99)),
@@ -93,6 +106,9 @@ struct BenchSmallJobsReport: Sendable {
         table.append(["enqueue, all producers (s)", String(format: "%.2f", enqueueSeconds)])
         table.append(["first enqueue → last finish (s)", number(spanSeconds, "%.2f")])
         table.append(["jobs/s", number(jobsPerSecond, "%.1f")])
+        table.append(["jobs left at the last commit", String(drainedJobs)])
+        table.append(["last commit → last finish (s)", number(drainSeconds, "%.2f")])
+        table.append(["jobs/s draining (after the last commit)", number(drainedJobsPerSecond, "%.1f")])
         table.append(["enqueue→first send min (ms)", number(latencyMinMilliseconds, "%.1f")])
         table.append(["enqueue→first send p50 (ms)", number(latencyMilliseconds(0.50), "%.1f")])
         table.append(["enqueue→first send p99 (ms)", number(latencyMilliseconds(0.99), "%.1f")])

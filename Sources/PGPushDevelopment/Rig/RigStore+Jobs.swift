@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCore
 import PostgresNIO
 
 /// One row of `push.delivery_stats` summed over days: how many outcomes had this status and reason.
@@ -120,6 +121,27 @@ extension RigStore {
         try await run("""
             SELECT extract(epoch FROM max(finished_at) - min(created_at))::float8 FROM push.jobs WHERE id = ANY(\(jobs))
             """).first?.decode(Double?.self)
+    }
+
+    /// The database's clock now: a mark that `finished_at`, written by the same server, can be compared with.
+    public func databaseClock() async throws -> Date {
+        guard let now = try await run("SELECT clock_timestamp()").first?.decode(Date.self) else {
+            throw PGPushError(.internal, "the database did not tell its time")
+        }
+        return now
+    }
+
+    /// How many of `jobs` finished after `mark`, and the seconds from `mark` to the last of them: the queue's
+    /// drain once the producers are done.
+    public func finished(_ jobs: [Int64], after mark: Date) async throws -> (jobs: Int64, seconds: Double?) {
+        let rows = try await run("""
+            SELECT count(*) FILTER (WHERE finished_at > \(mark)),
+                   extract(epoch FROM max(finished_at) - \(mark)::timestamptz)::float8
+              FROM push.jobs WHERE id = ANY(\(jobs))
+            """)
+        guard let row = rows.first else { return (0, nil) }
+        let (count, seconds) = try row.decode((Int64, Double?).self)
+        return (count, seconds)
     }
 
     /// How many of `jobs` were enqueued, and how many first sent, before the broadcast `job` finished.
