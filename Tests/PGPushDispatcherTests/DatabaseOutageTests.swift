@@ -51,7 +51,7 @@ extension EndToEndTests {
                 try await fleet.createApp()
                 try await fleet.registerDevices(6000)
                 let job = try await fleet.enqueue()
-                let port = Int.random(in: 41_000...49_000)
+                let port = try freeLoopbackPort()
                 let flags = ["--lease", "6", "--heartbeat-interval", "1", "--grace-period", "4"]
                 let worker = try fleet.startWorker(flags + ["--metrics-port=\(port)", "--metrics-host", "127.0.0.1"])
                 let deadline = ContinuousClock.now + .seconds(60)

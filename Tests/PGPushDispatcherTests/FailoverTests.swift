@@ -83,7 +83,7 @@ extension EndToEndTests {
         @Test func pointedAtAStandbyTheWorkerWaitsNotReadyAndLosesNothing() async throws {
             try await Self.withStandbyBehindPgBouncer(devices: 8000) { fleet, primary, standby, bouncer in
                 let pooled = bouncer.url(database: fleet.db.name)
-                let port = Int.random(in: 41_000...49_000)
+                let port = try freeLoopbackPort()
                 let worker = try fleet.startWorker(
                     ["--listen-database-url", "none", "--poll-interval", "0.2", "--metrics-port=\(port)", "--metrics-host", "127.0.0.1"],
                     databaseURL: pooled)

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import PGPushDevelopment
 import PGPushTestSupport
 import Testing
 
@@ -74,7 +75,7 @@ extension EndToEndTests {
                 try await fleet.registerDevices(300)
                 try await fleet.registerDevices(20, prefix: "dead", registeredDaysAgo: 30)
                 let job = try await fleet.enqueue()
-                let port = Int.random(in: 41_000...49_000)
+                let port = try freeLoopbackPort()
                 let worker = try fleet.startWorker(["--metrics-port=\(port)", "--metrics-host", "127.0.0.1"])
                 #expect(try await fleet.waitForJob(job, timeout: .seconds(90)) == "done")
                 // Every gauge is recorded once a maintenance pass has run after the job.

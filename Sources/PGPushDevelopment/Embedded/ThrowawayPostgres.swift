@@ -208,7 +208,7 @@ public func makeTemporaryDirectory(prefix: String) throws -> String {
 }
 
 /// A loopback TCP port that was free a moment ago (bound to port 0, then released).
-func freeLoopbackPort() throws -> Int {
+public func freeLoopbackPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw PGPushError(.invalidConfiguration, "socket() failed: errno \(errno)") }
     defer { close(fd) }
