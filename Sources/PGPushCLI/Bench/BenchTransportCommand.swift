@@ -37,12 +37,12 @@ struct BenchTransportCommand: AsyncParsableCommand {
     @Option(name: .customLong("count"), help: "Notifications to send.")
     var count: Int = 100_000
 
-    @Option(name: .customLong("connections"), help: "HTTP/2 connections in the pool.")
-    var connections: Int = 2
+    @Option(name: .customLong("connections"), help: "HTTP/2 connections in the pool (default 4: the worker's --connections-per-app).")
+    var connections: Int = 4
 
     @Option(
         name: .customLong("concurrency"),
-        help: "Requests in flight at once, spread over the connections (default 1000: one APNs connection's stream limit)."
+        help: "Requests in flight at once, spread over the connections (default 1000: the worker's limit per app, and one APNs connection's stream limit)."
     )
     var concurrency: Int = 1000
 
