@@ -119,9 +119,19 @@ final class BroadcastRig: @unchecked Sendable {
             let password = url.password.flatMap { $0.addingPercentEncoding(withAllowedCharacters: .urlPasswordAllowed) }.map { ":" + $0 } ?? ""
             workerDatabaseURL = "postgres://\(url.username)\(password)@127.0.0.1:\(proxy.port)/\(url.database)?sslmode=\(url.sslMode.rawValue)"
         }
+        let migrating = try await connectToDatabase(url, id: 1, logger: logger)
+        do {
+            _ = try await Migrator(logger: logger).migrate(connection: migrating)
+        } catch {
+            try? await migrating.close()
+            throw error
+        }
+        try await migrating.close()
+        // The rig's own connection is opened after the migrations, so it has the database's settings they made:
+        // with `jit` still on, each progress poll of a 1,000,000-device broadcast JIT-compiled push.job_progress
+        // (its plan is estimated past jit_above_cost), 0.3 s of the server's CPU every half second.
         let connection = try await connectToDatabase(url, id: 1, logger: logger)
         lock.withLock { self.connection = connection }
-        _ = try await Migrator(logger: logger).migrate(connection: connection)
 
         let (keyPath, teamID, keyID, publicKey) = try signingKey()
         providerKey = (keyPath, teamID, keyID)
