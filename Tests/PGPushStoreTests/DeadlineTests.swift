@@ -16,7 +16,7 @@ struct DeadlineTests {
     @Test func aCallThatHangsIsAbandonedAtItsDeadline() async throws {
         let started = ContinuousClock.now
         await #expect(throws: PGPushError.self) {
-            try await withDeadline(.milliseconds(200)) {
+            try await withDeadline(.milliseconds(200)) { _ in
                 // Ignores cancellation, like a client call stuck on a dead connection.
                 await Self.sleepIgnoringCancellation(.seconds(5))
                 return 1
@@ -26,9 +26,9 @@ struct DeadlineTests {
     }
 
     @Test func aCallThatFinishesInTimeKeepsItsResultOrError() async throws {
-        #expect(try await withDeadline(.seconds(5)) { 42 } == 42)
+        #expect(try await withDeadline(.seconds(5)) { _ in 42 } == 42)
         struct Boom: Error {}
-        await #expect(throws: Boom.self) { try await withDeadline(.seconds(5)) { () async throws -> Int in throw Boom() } }
+        await #expect(throws: Boom.self) { try await withDeadline(.seconds(5)) { _ async throws -> Int in throw Boom() } }
     }
 
     /// PostgresNIO drops a query written to a connection that has just closed, and its caller would wait until
@@ -74,7 +74,7 @@ struct DeadlineTests {
     @Test func cancellingTheCallerEndsTheCallAtOnce() async throws {
         let started = ContinuousClock.now
         let call = Task {
-            try await withDeadline(.seconds(30)) {
+            try await withDeadline(.seconds(30)) { _ in
                 await Self.sleepIgnoringCancellation(.seconds(10))
                 return 1
             }
@@ -87,7 +87,7 @@ struct DeadlineTests {
         // Already cancelled before the call starts.
         let early = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            return try await withDeadline(.seconds(30)) { () async throws -> Int in
+            return try await withDeadline(.seconds(30)) { _ async throws -> Int in
                 try await Task.sleep(for: .seconds(10))
                 return 1
             }

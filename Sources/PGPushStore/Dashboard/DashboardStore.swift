@@ -57,25 +57,11 @@ public struct DashboardStore: Sendable {
     }
 
     /// A transaction on a connection of the pool, given up (``PGPushError/Code/databaseUnavailable``) once its
-    /// connection closes under it, or at ``pageDeadline``: a page must not hang on a server that restarted
-    /// (see ``withDeadline(_:checkEvery:on:_:)``).
+    /// connection closes under it, or at ``pageDeadline``: a page must not hang on a server that restarted.
     private func transaction<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        let client = self.client
-        let logger = self.logger
-        do {
-            return try await withDeadline(pageDeadline) { watch in
-                try await client.withConnection { connection in
-                    watch.watch(connection)
-                    defer { watch.unwatch() }
-                    return try await connection.withTransaction(logger: logger) { try await body($0) }
-                }
-            }
-        } catch let error as PostgresTransactionError {
-            if let closureError = error.closureError { throw closureError }
-            throw error
-        }
+        try await client.withWatchedTransaction(deadline: pageDeadline, logger: logger, body)
     }
 }
 

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOPosix
 import PGPushCore
@@ -45,13 +46,35 @@ func withDeadline<T: Sendable>(
     }
 }
 
-/// The same, for an operation that has no connection of its own to report.
-func withDeadline<T: Sendable>(
-    _ deadline: Duration,
-    on eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any(),
-    _ operation: @escaping @Sendable () async throws -> T
-) async throws -> T {
-    try await withDeadline(deadline, on: eventLoop) { (_: DatabaseCallWatch) in try await operation() }
+extension PostgresClient {
+    /// Runs `body` on a connection of the pool under `deadline`; a connection that closes under it ends the call
+    /// at once (see ``withDeadline(_:checkEvery:on:_:)``).
+    func withWatchedConnection<T: Sendable>(
+        deadline: Duration, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await withDeadline(deadline) { watch in
+            try await self.withConnection { connection in
+                watch.watch(connection)
+                defer { watch.unwatch() }
+                return try await body(connection)
+            }
+        }
+    }
+
+    /// ``withWatchedConnection(deadline:_:)`` in a transaction. An error of `body` is thrown as it is, not
+    /// wrapped in PostgresNIO's `PostgresTransactionError`.
+    func withWatchedTransaction<T: Sendable>(
+        deadline: Duration, logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        do {
+            return try await withWatchedConnection(deadline: deadline) { connection in
+                try await connection.withTransaction(logger: logger) { try await body($0) }
+            }
+        } catch let error as PostgresTransactionError {
+            if let closureError = error.closureError { throw closureError }
+            throw error
+        }
+    }
 }
 
 /// What a call under ``withDeadline(_:checkEvery:on:_:)`` tells its deadline

@@ -39,7 +39,7 @@ public final class QueueStore: Sendable {
     /// PostgreSQL's own `statement_timeout` (20 s in worker transactions, ``DatabaseURL/ServerTimeouts/worker``)
     /// ends the statement on the server; this catches the client side of a connection that never answers (a
     /// connection attempt to a host that went away). A connection that closes under a call ends it sooner
-    /// (``withDeadline(_:checkEvery:on:_:)``). Well inside the 30-second lease.
+    /// (``PostgresClient/withWatchedConnection(deadline:_:)``). Well inside the 30-second lease.
     public static let deadline: Duration = .seconds(25)
 
     /// The NOTIFY channel of `push.cancel`; the payload is the job id.
@@ -52,23 +52,8 @@ public final class QueueStore: Sendable {
     func run(_ query: PostgresQuery, deadline: Duration = QueueStore.deadline) async throws -> [PostgresRow] {
         counted()
         let logger = self.logger
-        return try await withConnection(deadline: deadline) { connection in
+        return try await client.withWatchedConnection(deadline: deadline) { connection in
             try await connection.query(query, logger: logger).collect()
-        }
-    }
-
-    /// Runs `body` on a connection of the pool, under `deadline`; a connection that closes under it ends the
-    /// call at once (see ``withDeadline(_:checkEvery:on:_:)``).
-    func withConnection<T: Sendable>(
-        deadline: Duration = QueueStore.deadline, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        let client = self.client
-        return try await withDeadline(deadline) { watch in
-            try await client.withConnection { connection in
-                watch.watch(connection)
-                defer { watch.unwatch() }
-                return try await body(connection)
-            }
         }
     }
 
@@ -85,22 +70,15 @@ public final class QueueStore: Sendable {
         counted(serverTimeouts == nil ? 2 : 3)  // BEGIN, the settings, COMMIT
         let logger = self.logger
         let timeouts = self.serverTimeouts
-        do {
-            return try await withConnection { connection in
-                try await connection.withTransaction(logger: logger) { connection in
-                    if let timeouts {
-                        try await connection.query("""
-                            SELECT set_config('statement_timeout', \(timeouts.statementMilliseconds), true),
-                                   set_config('lock_timeout', \(timeouts.lockMilliseconds), true),
-                                   set_config('jit', 'off', true)
-                            """, logger: logger)
-                    }
-                    return try await body(connection)
-                }
+        return try await client.withWatchedTransaction(deadline: Self.deadline, logger: logger) { connection in
+            if let timeouts {
+                try await connection.query("""
+                    SELECT set_config('statement_timeout', \(timeouts.statementMilliseconds), true),
+                           set_config('lock_timeout', \(timeouts.lockMilliseconds), true),
+                           set_config('jit', 'off', true)
+                    """, logger: logger)
             }
-        } catch let error as PostgresTransactionError {
-            if let closureError = error.closureError { throw closureError }
-            throw error
+            return try await body(connection)
         }
     }
 }
