@@ -71,6 +71,105 @@ import Testing
         #expect(Self.budget(result7) != nil, "the second expansion was not served by the first claim")
     }
 
+    @Test func theExpansionClaimsFromTheFastLaneAndItsChunksAreHeld() throws {
+        var machine = Self.machine()
+        try Self.fillWithBroadcast(&machine)
+        let laneBudget = machine.expansionClaim(throttles: [:])
+        let lane = try #require(laneBudget, "small work is about to be made: the lane is open")
+        #expect(lane.maximumChunkTokens != nil)
+        // Everything it made was claimed: it wakes the claimer to start the chunks, and no small work waits.
+        let expanded = machine.smallJobsExpanded(2, claimed: [("app", 1), ("app", 1)], budget: lane, unclaimedChunks: 0)
+        #expect(Self.wakesClaimer([expanded]))
+        #expect(machine.held == 4002)
+        let afterAllClaimed = machine.nextClaim(throttles: [:])
+        #expect(Self.budget(afterAllClaimed) == nil, "nothing small was left for a claim")
+        // Chunks it left (a higher priority waits) open the lane for the claim service.
+        let secondBudget = machine.expansionClaim(throttles: [:])
+        let second = try #require(secondBudget)
+        _ = machine.smallJobsExpanded(1, claimed: [], budget: second, unclaimedChunks: 1)
+        let afterSomeLeft = machine.nextClaim(throttles: [:])
+        #expect(Self.budget(afterSomeLeft) != nil)
+    }
+
+    @Test func aClaimTurnedAwayWhileTheExpansionClaimsIsWokenAfterIt() throws {
+        var machine = Self.machine()
+        let expansionBudget = machine.expansionClaim(throttles: [:])
+        let budget = try #require(expansionBudget)
+        let turnedAway = machine.nextClaim(throttles: [:])
+        #expect(Self.budget(turnedAway) == nil, "one claim at a time")
+        let expanded = machine.smallJobsExpanded(0, claimed: [], budget: budget, unclaimedChunks: 0)
+        #expect(Self.wakesClaimer([expanded]), "the claim service asked meanwhile and must look again")
+        let again = machine.nextClaim(throttles: [:])
+        #expect(Self.budget(again) != nil)
+
+        // The same when the expansion's statement fails.
+        var failing = Self.machine()
+        let failingBudget = failing.expansionClaim(throttles: [:])
+        #expect(failingBudget != nil)
+        _ = failing.nextClaim(throttles: [:])
+        let failed = failing.expansionClaimFailed()
+        #expect(Self.wakesClaimer([failed]))
+        let afterFailure = failing.nextClaim(throttles: [:])
+        #expect(Self.budget(afterFailure) != nil)
+
+        // Nobody asked: an empty pass wakes nobody.
+        var quiet = Self.machine()
+        let aloneBudget = quiet.expansionClaim(throttles: [:])
+        let alone = try #require(aloneBudget)
+        let emptyPass = quiet.smallJobsExpanded(0, claimed: [], budget: alone, unclaimedChunks: 0)
+        #expect(emptyPass.isNone)
+    }
+
+    @Test func withoutRoomSmallJobsWaitAndTheNextClaimTurnWithRoomGoesToTheExpansion() throws {
+        var machine = Self.machine(capacity: 4000, threshold: 500)
+        try Self.fillWithBroadcast(&machine)
+        // The lane takes small work while the broadcast holds the room, until it is full too.
+        let laneBudget = machine.expansionClaim(throttles: [:])
+        let lane = try #require(laneBudget)
+        _ = machine.smallJobsExpanded(500, claimed: Array(repeating: ("app", 1), count: 500), budget: lane, unclaimedChunks: 0)
+        let noRoom = machine.expansionClaim(throttles: [:])
+        #expect(noRoom == nil, "no room and the lane is full: the small jobs stay queued")
+        // Answers free the room: the claimer wakes, and gives its turn to the expansion.
+        let freed = machine.tokensFinished(app: "big", tokens: 2000, small: false)
+        #expect(Self.wakesClaimer([freed]))
+        let turn = machine.nextClaim(throttles: [:])
+        #expect(turn.isWakeExpander)
+        let budgetNow = machine.expansionClaim(throttles: [:])
+        let budget = try #require(budgetNow)
+        #expect(budget.room == 1500, "4,000 less the broadcast's 2,000 and the lane's 500")
+        let expanded = machine.smallJobsExpanded(3, claimed: [("app", 1), ("app", 1), ("app", 1)], budget: budget, unclaimedChunks: 0)
+        #expect(Self.wakesClaimer([expanded]), "the claimer gave its turn away and looks again")
+        let claim = machine.nextClaim(throttles: [:])
+        #expect(Self.budget(claim) != nil)
+    }
+
+    @Test func smallJobsLeftWhileAClaimRanAreExpandedWhenItEnds() throws {
+        var machine = Self.machine()
+        let running = machine.nextClaim(throttles: [:])
+        let budget = try #require(Self.budget(running))
+        let during = machine.expansionClaim(throttles: [:])
+        #expect(during == nil)
+        let ended = machine.claimSucceeded([("app", 1)], budget: budget)
+        #expect(ended.isWakeExpander)
+        var failing = Self.machine()
+        _ = failing.nextClaim(throttles: [:])
+        _ = failing.expansionClaim(throttles: [:])
+        let failed = failing.claimFailed()
+        #expect(failed.isWakeExpander)
+    }
+
+    @Test func theExpansionDoesNotClaimWhileTheClaimServiceDoesOrDuringShutdown() throws {
+        var machine = Self.machine()
+        let claiming = machine.nextClaim(throttles: [:])
+        #expect(Self.budget(claiming) != nil)
+        let duringClaim = machine.expansionClaim(throttles: [:])
+        #expect(duringClaim == nil)
+        var stopping = Self.machine()
+        _ = stopping.shutdownRequested(at: Self.start)
+        let duringShutdown = stopping.expansionClaim(throttles: [:])
+        #expect(duringShutdown == nil)
+    }
+
     @Test func expansionPassesAreGatheredAndBroadcastsLookedForOnTheirInterval() {
         var machine = Self.machine()
         let t0 = Self.start
@@ -186,6 +285,7 @@ import Testing
 
 extension WorkerStateMachine.Action {
     var isNone: Bool { if case .none = self { true } else { false } }
+    var isWakeExpander: Bool { if case .wakeExpander = self { true } else { false } }
     /// For `.expand`: whether it looks for a broadcast; nil for any other action.
     var expansion: Bool? { if case .expand(let large) = self { large } else { nil } }
     var waitUntil: ContinuousClock.Instant? { if case .expandAt(let instant) = self { instant } else { nil } }

@@ -117,6 +117,13 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
                            appAllowances: allowances, maximumChunkTokens: configuration.smallChunkTokens)
     }
 
+    /// Whether ``nextClaim(throttles:smallWorkWaiting:)`` would give a budget now; changes nothing.
+    public func wouldClaim(smallWorkWaiting: Bool) -> Bool {
+        guard !claiming, !draining, !writesFailing else { return false }
+        if room > 0, held == 0 || room >= configuration.claimThreshold { return true }
+        return smallWorkWaiting && fastLaneRoom > 0
+    }
+
     /// Tokens an app may still take in one claim: a few seconds of its sending, less what it holds. An app
     /// that holds nothing may always take one chunk, whatever its size, or it would never send at all.
     func allowance(_ app: String, _ throttle: AppThrottle) -> Int {

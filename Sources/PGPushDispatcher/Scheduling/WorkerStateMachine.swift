@@ -67,6 +67,14 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// small chunk there was up to then (it takes them first).
     private var smallWorkAtClaim = 0
 
+    /// The expansion holds the claim budget (``expansionClaim(throttles:)``), and the claim service asked
+    /// meanwhile (or gave its turn to the expansion).
+    private var expansionClaiming = false
+    private var claimerTurnedAway = false
+    /// The expansion found no room to claim small jobs into, and left them queued: the next claim turn that
+    /// has room is given to it.
+    private var smallJobsDeferred = false
+
     private var lastExpansionPass: Instant?
     private var largeJobFound = false
     private var lastLargeJobLook: Instant?
@@ -93,8 +101,19 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// failing, or shutdown).
     public mutating func nextClaim(throttles: [String: AppThrottle]) -> Action {
         guard phase == .running else { return .none }
+        if smallJobsDeferred, !expansionClaiming, scheduler.wouldClaim(smallWorkWaiting: true) {
+            // Small jobs wait to be expanded into this room: the expansion claims them as it makes them, and
+            // wakes the claimer afterwards for whatever else is waiting.
+            smallJobsDeferred = false
+            claimerTurnedAway = true
+            return .wakeExpander
+        }
         let smallWorkWaiting = smallWorkServed != smallWorkExpanded
-        guard let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: smallWorkWaiting) else { return .none }
+        guard let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: smallWorkWaiting) else {
+            // Turned away only because the expansion is claiming: it wakes the claimer when done.
+            if expansionClaiming { claimerTurnedAway = true }
+            return .none
+        }
         smallWorkAtClaim = smallWorkExpanded
         return .claim(budget)
     }
@@ -103,12 +122,13 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     public mutating func claimSucceeded(_ claimed: [(app: String, tokens: Int)], budget: ClaimBudget) -> Action {
         let full = scheduler.claimSucceeded(claimed, budget: budget)
         if !full { smallWorkServed = max(smallWorkServed, smallWorkAtClaim) }
-        return full ? .wakeClaimer : .none
+        // The expansion found the claim running and left its small jobs for when it ended.
+        return full ? .wakeClaimer : smallJobsDeferred ? .wakeExpander : .none
     }
 
     public mutating func claimFailed() -> Action {
         scheduler.claimFailed()
-        return .none
+        return smallJobsDeferred ? .wakeExpander : .none
     }
 
     /// Whether a chunk of this many notifications counts in the fast lane.
@@ -172,6 +192,46 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
         guard count > 0 else { return .none }
         smallWorkExpanded &+= 1
         return .wakeClaimer
+    }
+
+    /// The budget for claiming the small jobs the expansion is about to make, in the same statement: what
+    /// the claim service would get from ``nextClaim(throttles:)`` with small work waiting, or `nil` when it
+    /// could claim nothing now (a claim is running, no room, writes failing, shutdown). Report the statement
+    /// with ``smallJobsExpanded(_:claimed:budget:unclaimedChunks:)`` or ``claimFailed()``.
+    ///
+    /// Without a budget, small jobs are not expanded: they stay queued, where any worker with room takes
+    /// them, and this one's next claim turn with room goes to the expansion (``nextClaim(throttles:)``).
+    public mutating func expansionClaim(throttles: [String: AppThrottle]) -> ClaimBudget? {
+        guard phase == .running else { return nil }
+        let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: true)
+        expansionClaiming = budget != nil
+        smallJobsDeferred = budget == nil
+        return budget
+    }
+
+    /// The expansion's statement with a claim budget failed: nothing was claimed.
+    public mutating func expansionClaimFailed() -> Action {
+        scheduler.claimFailed()
+        return expansionClaimEnded() ? .wakeClaimer : .none
+    }
+
+    /// Whether the claim service was turned away while the expansion claimed.
+    private mutating func expansionClaimEnded() -> Bool {
+        defer { (expansionClaiming, claimerTurnedAway) = (false, false) }
+        return claimerTurnedAway
+    }
+
+    /// One statement expanded `count` small jobs and claimed `claimed` of their chunks with `budget`. The
+    /// claimer is woken to start the claimed chunks, and, when chunks were left or the budget was used up,
+    /// to claim.
+    public mutating func smallJobsExpanded(
+        _ count: Int, claimed: [(app: String, tokens: Int)], budget: ClaimBudget?, unclaimedChunks: Int
+    ) -> Action {
+        guard let budget else { return smallJobsExpanded(count) }
+        let full = scheduler.claimSucceeded(claimed, budget: budget)
+        let turnedAway = expansionClaimEnded()
+        if unclaimedChunks > 0 || full { smallWorkExpanded &+= 1 }
+        return claimed.isEmpty && unclaimedChunks == 0 && !full && !turnedAway ? .none : .wakeClaimer
     }
 
     /// Whether another small-job batch should follow one of `count` jobs out of `batch`.

@@ -42,6 +42,8 @@ public final class Worker: Service, Sendable {
     /// The chunks this process holds: claimed, and their completion not yet written. The heartbeat renews
     /// exactly these.
     let heldChunks = Mutex<Set<Int64>>([])
+    /// Chunks the expansion claimed, for the claim service to start.
+    let claimHandOff = ClaimHandOff()
     /// Whether the database takes the worker's statements, from the services' answers; throttles the log.
     let database = Mutex(DatabaseStatus())
     let tokensSent = Atomic<Int>(0)

@@ -65,6 +65,11 @@ public struct ClaimedChunk: Sendable, Hashable {
         self.job = job
         self.jobFailure = jobFailure
     }
+
+    /// The order claimed chunks start in: higher priority first, then lower chunk number, then older.
+    public static func claimOrder(_ a: ClaimedChunk, _ b: ClaimedChunk) -> Bool {
+        (b.priority, a.seq, a.id) < (a.priority, b.seq, b.id)
+    }
 }
 
 /// What a worker needs to know about a job to send it; the claim returns it with each chunk.

@@ -62,35 +62,44 @@ extension QueueStore {
                 RETURNING c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token, c.tokens,
                           c.attempt, c.last_reason, c.claims, c.estimated_tokens, c.platform
             )
-            SELECT c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token,
-                   coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims, c.estimated_tokens,
-                   j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags,
-                   j.failure_reason, c.platform, CASE WHEN c.platform = 'android' THEN j.fcm::text END,
-                   j.audience_kind, j.activity_type, j.activity_ids IS NOT NULL, j.channel_id
+            SELECT \(unescaped: Self.claimedChunkColumns)
               FROM claimed c JOIN push.jobs j ON j.id = c.job_id
             """)
         // The claim does not keep the candidates' order; restore it so urgent chunks start first.
-        return try rows.map { row in
-            let (id, jobID, appID, priority, seq, kind, lo, hi, tokens, attempt, lastReason, claims, estimated,
-                 payload, pushType, apnsPriority, expiresAt, collapseID, userIDs, tags, failure, platform, fcm,
-                 audienceKind, activityType, byActivity, channelID) = try row.decode(
-                (Int64, Int64, String, Int, Int, String, String?, String?, [String], Int, String?, Int, Int,
-                 String, String, Int, Date?, String?, [String]?, [String]?, String?, String, String?,
-                 String, String?, Bool, String?).self)
-            var job = JobDetails(
-                id: jobID, appID: appID, payload: Array(payload.utf8), pushType: pushType, apnsPriority: apnsPriority,
-                expiresAt: expiresAt, collapseID: collapseID, userIDs: userIDs, tags: tags)
-            job.fcmMessage = fcm.map { Array($0.utf8) }
-            job.audienceKind = audienceKind
-            job.activityType = activityType
-            job.byActivity = byActivity
-            job.channelID = channelID
-            return ClaimedChunk(
-                id: id, jobID: jobID, appID: appID, priority: priority, seq: seq,
-                kind: ClaimedChunk.Kind(rawValue: kind) ?? .tokens, loToken: lo, hiToken: hi, tokens: tokens,
-                attempt: attempt, lastReason: lastReason, claims: claims, estimatedTokens: estimated, job: job,
-                jobFailure: failure, platform: DevicePlatform(rawValue: platform) ?? .ios)
-        }.sorted { ($1.priority, $0.seq, $0.id) < ($0.priority, $1.seq, $1.id) }
+        return try rows.map { try Self.claimedChunk($0.makeRandomAccess()) }.sorted(by: ClaimedChunk.claimOrder)
+    }
+
+    /// The columns of a claimed chunk and its job, in the order ``claimedChunk(_:)`` reads them, for a
+    /// statement that has its chunks as `c` and their jobs as `j`.
+    static let claimedChunkColumns = """
+        c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token,
+        coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims, c.estimated_tokens,
+        j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags,
+        j.failure_reason, c.platform, CASE WHEN c.platform = 'android' THEN j.fcm::text END,
+        j.audience_kind, j.activity_type, j.activity_ids IS NOT NULL, j.channel_id
+        """
+
+    /// Reads the first columns of `row`, laid out as ``claimedChunkColumns``.
+    static func claimedChunk(_ row: PostgresRandomAccessRow) throws -> ClaimedChunk {
+        var job = JobDetails(
+            id: try row[1].decode(Int64.self), appID: try row[2].decode(String.self),
+            payload: Array(try row[13].decode(String.self).utf8), pushType: try row[14].decode(String.self),
+            apnsPriority: try row[15].decode(Int.self), expiresAt: try row[16].decode(Date?.self),
+            collapseID: try row[17].decode(String?.self), userIDs: try row[18].decode([String]?.self),
+            tags: try row[19].decode([String]?.self))
+        job.fcmMessage = try row[22].decode(String?.self).map { Array($0.utf8) }
+        job.audienceKind = try row[23].decode(String.self)
+        job.activityType = try row[24].decode(String?.self)
+        job.byActivity = try row[25].decode(Bool.self)
+        job.channelID = try row[26].decode(String?.self)
+        return ClaimedChunk(
+            id: try row[0].decode(Int64.self), jobID: job.id, appID: job.appID, priority: try row[3].decode(Int.self),
+            seq: try row[4].decode(Int.self), kind: ClaimedChunk.Kind(rawValue: try row[5].decode(String.self)) ?? .tokens,
+            loToken: try row[6].decode(String?.self), hiToken: try row[7].decode(String?.self),
+            tokens: try row[8].decode([String].self), attempt: try row[9].decode(Int.self),
+            lastReason: try row[10].decode(String?.self), claims: try row[11].decode(Int.self),
+            estimatedTokens: try row[12].decode(Int.self), job: job, jobFailure: try row[20].decode(String?.self),
+            platform: DevicePlatform(rawValue: try row[21].decode(String.self)) ?? .ios)
     }
 
     /// The tokens of a 'range' chunk: the job's audience within the chunk's key range, read at send time.

@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCore
 import PostgresNIO
 
 extension QueueStore {
@@ -15,7 +16,8 @@ extension QueueStore {
     /// job and sorted them (24 ms of a 1,000-job expansion with 20,000 queued) instead of walking `jobs_due`.
     static let dueJobs = """
         SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.tags, j.fcm, j.activity_ids, j.activity_type,
-               j.audience_kind, j.channel_id
+               j.audience_kind, j.channel_id, j.payload, j.push_type, j.apns_priority, j.expires_at, j.collapse_id,
+               j.failure_reason
           FROM push.jobs j
          WHERE j.state = 'queued' AND j.send_at <= now()
            AND j.app_id NOT IN (SELECT p.id FROM push.apps p WHERE p.paused_reason IS NOT NULL)
@@ -27,6 +29,16 @@ extension QueueStore {
         "(cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size) OR cardinality(j.activity_ids) <= \(size) OR j.channel_id IS NOT NULL)"
     }
 
+    /// What one pass over due small jobs did.
+    public struct SmallJobExpansion: Sendable {
+        /// Jobs expanded (started, or done at once for an empty audience).
+        public var jobs: Int
+        /// Chunks made and left for a claim.
+        public var unclaimedChunks: Int
+        /// Chunks made already claimed by this process, in the order they should start.
+        public var claimed: [ClaimedChunk]
+    }
+
     /// Expands up to `limit` due small jobs in one statement: explicit token lists and user audiences of at
     /// most `chunkSize` entries, the shape of transactional traffic ("your order shipped"), Live Activity
     /// updates by activity, and channel broadcasts, whose one "token" is the channel's id. Their audience is
@@ -34,11 +46,28 @@ extension QueueStore {
     /// platform's tokens: iOS devices of an app with an APNs credential, Android devices of an app with FCM.
     /// Returns how many jobs were expanded; broadcasts are left to ``expandNextDueJob(chunkSize:)``.
     public func expandDueSmallJobs(chunkSize: Int, limit: Int) async throws -> Int {
+        try await expandDueSmallJobs(chunkSize: chunkSize, limit: limit, claiming: nil, lease: .zero).jobs
+    }
+
+    /// Expands due small jobs like ``expandDueSmallJobs(chunkSize:limit:)`` and, with a `claiming` budget,
+    /// claims the chunks it makes in the same statement, as ``claimChunks(_:lease:)`` would have next: a
+    /// one-user job costs no claim of its own, and starts sending one round trip sooner.
+    ///
+    /// It claims only what the claim would have taken first. A chunk is taken when its job's priority is at
+    /// least that of every chunk already waiting, in the claim's order, within the budget's room, chunk count
+    /// and chunk size. Throttled apps (those with an allowance) are left to the claim, which weighs their
+    /// allowance.
+    public func expandDueSmallJobs(
+        chunkSize: Int, limit: Int, claiming budget: ClaimBudget?, lease: Duration
+    ) async throws -> SmallJobExpansion {
         let size = max(1, chunkSize)
+        let claims = budget.map { $0.room > 0 && $0.maximumChunks > 0 } ?? false
+        let throttledApps = budget.map { Array($0.appAllowances.keys) } ?? []
         let rows = try await run("""
             WITH due AS (
                 SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.activity_ids, j.activity_type,
-                       j.audience_kind, j.channel_id,
+                       j.audience_kind, j.channel_id, j.tags, j.fcm, j.payload, j.push_type, j.apns_priority,
+                       j.expires_at, j.collapse_id, j.failure_reason,
                        a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL AS has_apns,
                        -- A job enqueued before its app had FCM has no Android message to send.
                        j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm
@@ -77,13 +106,41 @@ extension QueueStore {
                 SELECT job_id, token, platform,
                        ((row_number() OVER (PARTITION BY job_id, platform ORDER BY token) - 1) / \(size))::int AS seq
                   FROM audience WHERE platform IS NOT NULL
-            ), inserted AS (
-                INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at, platform)
-                SELECT n.job_id, due.app_id, due.priority, n.seq, 'tokens', array_agg(n.token ORDER BY n.token),
-                       count(*)::int, due.send_at, n.platform
+            ), outranked AS (
+                -- Never ahead of work already waiting at a higher priority: the claim would take that first. Only
+                -- the index range above each priority is read, not the chunks in flight at the same priority.
+                SELECT p.priority FROM (SELECT DISTINCT priority FROM due) p
+                 WHERE \(claims) AND EXISTS (
+                       SELECT 1 FROM push.chunks c
+                        WHERE c.priority > p.priority AND c.locked_by IS NULL AND c.next_attempt_at <= now()
+                          AND c.app_id NOT IN (SELECT a.id FROM push.apps a WHERE a.paused_reason IS NOT NULL))
+            ), grouped AS (
+                SELECT n.job_id, due.app_id, due.priority, n.seq, array_agg(n.token ORDER BY n.token) AS tokens,
+                       count(*)::int AS estimated, due.send_at, n.platform,
+                       \(claims)
+                         AND due.app_id <> ALL (\(throttledApps)::text[])
+                         AND (\(budget?.maximumChunkTokens)::int4 IS NULL OR count(*) <= \(budget?.maximumChunkTokens)::int4)
+                         AND due.priority NOT IN (SELECT priority FROM outranked) AS eligible
                   FROM numbered n JOIN due ON due.id = n.job_id
                  GROUP BY n.job_id, n.platform, n.seq, due.app_id, due.priority, due.send_at
-                RETURNING job_id, estimated_tokens, platform
+            ), placed AS (
+                -- The claim's room and chunk count, taken in its order: priority, then the chunk's number, then age.
+                SELECT g.*,
+                       g.eligible
+                         AND coalesce(sum(g.estimated) FILTER (WHERE g.eligible) OVER w, 0) - g.estimated < \(budget?.room ?? 0)
+                         AND count(*) FILTER (WHERE g.eligible) OVER w <= \(budget?.maximumChunks ?? 0) AS claimed
+                  FROM grouped g
+                WINDOW w AS (ORDER BY g.priority DESC, g.seq, g.send_at, g.job_id, g.platform)
+            ), inserted AS (
+                INSERT INTO push.chunks (job_id, app_id, priority, seq, kind, tokens, estimated_tokens, next_attempt_at, platform,
+                                         locked_by, locked_until, claims)
+                SELECT p.job_id, p.app_id, p.priority, p.seq, 'tokens', p.tokens, p.estimated, p.send_at, p.platform,
+                       CASE WHEN p.claimed THEN \(leaseOwner) END,
+                       CASE WHEN p.claimed THEN now() + make_interval(secs => \(lease.inSeconds)) END,
+                       CASE WHEN p.claimed THEN 1 ELSE 0 END
+                  FROM placed p
+                RETURNING id, job_id, app_id, priority, seq, kind, lo_token, hi_token, tokens, attempt, last_reason, claims,
+                          estimated_tokens, platform, locked_by IS NOT NULL AS claimed
             ), totals AS (
                 SELECT job_id, sum(estimated_tokens)::int8 AS total,
                        coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
@@ -106,9 +163,23 @@ extension QueueStore {
                  WHERE j.id = due.id AND due.id NOT IN (SELECT job_id FROM totals)
                 RETURNING j.id
             )
-            SELECT (SELECT count(*) FROM started) + (SELECT count(*) FROM empty)
+            -- The claimed chunks with their jobs, as the claim returns them, then the counts; one row of counts
+            -- alone when nothing was claimed.
+            SELECT \(unescaped: Self.claimedChunkColumns),
+                   (SELECT count(*) FROM started) + (SELECT count(*) FROM empty),
+                   (SELECT count(*) FROM inserted WHERE NOT inserted.claimed)
+              FROM (SELECT 1) AS one
+              LEFT JOIN (inserted c JOIN due j ON j.id = c.job_id) ON c.claimed
             """)
-        return Int(try rows.first?.decode(Int64.self) ?? 0)
+        var expansion = SmallJobExpansion(jobs: 0, unclaimedChunks: 0, claimed: [])
+        for row in rows {
+            let row = row.makeRandomAccess()
+            expansion.jobs = Int(try row[27].decode(Int64.self))
+            expansion.unclaimedChunks = Int(try row[28].decode(Int64.self))
+            if try row[0].decode(Int64?.self) != nil { expansion.claimed.append(try Self.claimedChunk(row)) }
+        }
+        expansion.claimed.sort(by: ClaimedChunk.claimOrder)
+        return expansion
     }
 
     /// Expands the most urgent due job into chunks, if there is one: a key range per `chunkSize` devices of the

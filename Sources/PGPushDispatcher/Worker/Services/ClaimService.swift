@@ -34,11 +34,17 @@ struct ClaimService: Service {
             var failures = 0
             for await _ in worker.claimWake.signals {
                 worker.health.withLock { $0.loopTurned(at: .now) }
+                for chunk in worker.claimHandOff.take() {
+                    chunks.addTask { await ChunkRun(worker: worker, chunk: chunk).run() }
+                }
                 worker.verdictWake.signal()
                 let throttles = worker.registry.throttles()
                 let (next, draining) = worker.machine.withLock { ($0.nextClaim(throttles: throttles), $0.isDraining) }
                 if draining { break }
-                guard case .claim(let budget) = next else { continue }
+                guard case .claim(let budget) = next else {
+                    worker.perform(next)
+                    continue
+                }
                 do {
                     // A claim waiting on an unreachable database must not hold the shutdown until its deadline;
                     // if one is cut short after it took chunks, their leases run out and they are rescued.
@@ -62,6 +68,10 @@ struct ClaimService: Service {
                     try? await Task.sleep(for: Worker.backoff(failures))
                     worker.claimWake.signal()
                 }
+            }
+            // Chunks the expansion claimed meanwhile give themselves back: sending has stopped.
+            for chunk in worker.claimHandOff.close() {
+                chunks.addTask { await ChunkRun(worker: worker, chunk: chunk).run() }
             }
             // Leaving the group's scope waits for the chunks still sending.
         }

@@ -45,13 +45,46 @@ struct ExpansionService: Service {
         }
     }
 
+    /// Shutdown began while the statement ran: the chunks it claimed are released unsent, or rescued after
+    /// their lease if the database does not take that.
+    private func giveBack(_ chunks: [ClaimedChunk]) async {
+        let ids = chunks.map(\.id)
+        worker.heldChunks.withLock { held in for id in ids { held.remove(id) } }
+        if (try? await worker.store.release(ids, deadline: .seconds(2))) == nil {
+            worker.logger.warning("could not give back chunks claimed during shutdown; they are rescued when their lease runs out",
+                                  metadata: ["chunks": "\(ids.count)"])
+        }
+    }
+
     private func expand(lookForLargeJob: Bool) async throws {
         let (store, chunkSize) = (worker.store, worker.configuration.chunkSize)
         while true {
-            let expanded = try await store.expandDueSmallJobs(chunkSize: chunkSize, limit: Self.smallJobBatch)
-            let (action, more) = worker.machine.withLock {
-                ($0.smallJobsExpanded(expanded), $0.hasMoreSmallJobs(expanded, batch: Self.smallJobBatch))
+            // Small jobs are expanded into this worker's room: their chunks are claimed as they are made, when
+            // the claim would have taken them next. Without room they stay queued (see expansionClaim).
+            let throttles = worker.registry.throttles()
+            guard let budget = worker.machine.withLock({ $0.expansionClaim(throttles: throttles) }) else { break }
+            // A job is at least one notification: more than the room could not all be claimed.
+            let limit = min(Self.smallJobBatch, budget.maximumChunks, budget.room)
+            let expansion: QueueStore.SmallJobExpansion
+            do {
+                expansion = try await store.expandDueSmallJobs(
+                    chunkSize: chunkSize, limit: limit, claiming: budget, lease: worker.configuration.lease)
+            } catch {
+                worker.perform(worker.machine.withLock { $0.expansionClaimFailed() })
+                throw error
             }
+            let claimed = expansion.claimed
+            if !claimed.isEmpty {
+                worker.databaseAnswered()
+                worker.heldChunks.withLock { $0.formUnion(claimed.map(\.id)) }
+            }
+            // Recorded as held before the chunks can start, so their answers never free room not yet taken.
+            let (action, more) = worker.machine.withLock {
+                ($0.smallJobsExpanded(expansion.jobs, claimed: claimed.map { ($0.appID, $0.estimatedTokens) },
+                                      budget: budget, unclaimedChunks: expansion.unclaimedChunks),
+                 $0.hasMoreSmallJobs(expansion.jobs, batch: limit))
+            }
+            if !worker.claimHandOff.offer(claimed) { await giveBack(claimed) }
             worker.perform(action)
             if !more { break }
         }
