@@ -16,7 +16,8 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
         /// Wake the claim service: room was freed, or a full claim suggests more work is waiting.
         case wakeClaimer
         /// Expand due jobs now: small ones in batches until none is left, and with `lookForLargeJob` one
-        /// broadcast's expansion too. Report ``smallJobsExpanded(_:)`` and ``largeJobLooked(found:)``.
+        /// broadcast's expansion too. Report ``smallJobsExpanded(_:claimed:budget:unclaimedChunks:)`` and
+        /// ``largeJobLooked(found:)``.
         case expand(lookForLargeJob: Bool)
         /// Expand again at once: a large job was just found, so another may be due.
         case wakeExpander
@@ -186,8 +187,8 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
         return .expand(lookForLargeJob: lookForLargeJob)
     }
 
-    /// One statement expanded `count` small jobs: the claimer is woken for them, and the fast lane opens.
-    /// Expanding goes on while full batches come back (``hasMoreSmallJobs(_:batch:)``).
+    /// One statement expanded `count` small jobs and left chunks for a claim: the claimer is woken for them,
+    /// and the fast lane opens. Expanding goes on while full batches come back (``hasMoreSmallJobs(_:batch:)``).
     public mutating func smallJobsExpanded(_ count: Int) -> Action {
         guard count > 0 else { return .none }
         smallWorkExpanded &+= 1
@@ -225,13 +226,14 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// claimer is woken to start the claimed chunks, and, when chunks were left or the budget was used up,
     /// to claim.
     public mutating func smallJobsExpanded(
-        _ count: Int, claimed: [(app: String, tokens: Int)], budget: ClaimBudget?, unclaimedChunks: Int
+        _ count: Int, claimed: [(app: String, tokens: Int)], budget: ClaimBudget, unclaimedChunks: Int
     ) -> Action {
-        guard let budget else { return smallJobsExpanded(count) }
         let full = scheduler.claimSucceeded(claimed, budget: budget)
         let turnedAway = expansionClaimEnded()
-        if unclaimedChunks > 0 || full { smallWorkExpanded &+= 1 }
-        return claimed.isEmpty && unclaimedChunks == 0 && !full && !turnedAway ? .none : .wakeClaimer
+        // Chunks left behind (or more jobs than the budget took) are small work waiting for a claim.
+        let leftForClaim = unclaimedChunks > 0 || full ? smallJobsExpanded(count) : .none
+        if case .wakeClaimer = leftForClaim { return .wakeClaimer }
+        return claimed.isEmpty && !turnedAway ? .none : .wakeClaimer
     }
 
     /// Whether another small-job batch should follow one of `count` jobs out of `batch`.

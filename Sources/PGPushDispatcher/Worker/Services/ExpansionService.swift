@@ -73,11 +73,11 @@ struct ExpansionService: Service {
                 worker.perform(worker.machine.withLock { $0.expansionClaimFailed() })
                 throw error
             }
+            // A claim like the claim service's: it shows the primary answering, as that one's does.
+            worker.readiness.store(true, ordering: .relaxed)
+            worker.databaseAnswered()
             let claimed = expansion.claimed
-            if !claimed.isEmpty {
-                worker.databaseAnswered()
-                worker.heldChunks.withLock { $0.formUnion(claimed.map(\.id)) }
-            }
+            if !claimed.isEmpty { worker.heldChunks.withLock { $0.formUnion(claimed.map(\.id)) } }
             // Recorded as held before the chunks can start, so their answers never free room not yet taken.
             let (action, more) = worker.machine.withLock {
                 ($0.smallJobsExpanded(expansion.jobs, claimed: claimed.map { ($0.appID, $0.estimatedTokens) },
