@@ -143,6 +143,54 @@ import Testing
         #expect(Self.budget(claim) != nil)
     }
 
+    @Test func aClaimTurnGoesToTheExpansionOnlyWhileItIsIdle() throws {
+        var machine = Self.machine()
+        let running = machine.nextClaim(throttles: [:])
+        let first = try #require(Self.budget(running))
+        let deferred = machine.expansionClaim(throttles: [:])
+        #expect(deferred == nil, "the claim service is claiming: small jobs wait")
+        _ = machine.claimSucceeded([("big", 1000)], budget: first)
+
+        // The expansion service is handling a wake (here: gathering): the claimer claims itself.
+        _ = machine.expansionWoken(at: Self.start)
+        let whileBusy = machine.nextClaim(throttles: [:])
+        let busyBudget = try #require(Self.budget(whileBusy), "a turn given to a busy expansion could wait")
+        _ = machine.claimSucceeded([], budget: busyBudget)
+        machine.expansionIdle()
+
+        // Idle: the turn goes to it, and a pass that found nothing still hands the turn back.
+        let given = machine.nextClaim(throttles: [:])
+        #expect(given.isWakeExpander)
+        let budgetNow = machine.expansionClaim(throttles: [:])
+        let emptyPass = machine.smallJobsExpanded(0, claimed: [], budget: try #require(budgetNow), unclaimedChunks: 0)
+        #expect(Self.wakesClaimer([emptyPass]), "the claimer gave its turn away and must look again")
+        let back = machine.nextClaim(throttles: [:])
+        #expect(Self.budget(back) != nil)
+    }
+
+    @Test func theClaimServiceKeepsEveryOtherTurnForChunksAlreadyWaiting() throws {
+        var machine = Self.machine(capacity: 4000, threshold: 500)
+        let running = machine.nextClaim(throttles: [:])
+        let first = try #require(Self.budget(running))
+        _ = machine.expansionClaim(throttles: [:])
+        #expect(machine.claimSucceeded([("big", 3000)], budget: first).isWakeExpander)
+        let given = machine.nextClaim(throttles: [:])
+        #expect(given.isWakeExpander)
+        // The expansion fills the room (lane included), and its next batch has to wait again.
+        let pass = machine.expansionClaim(throttles: [:])
+        _ = machine.smallJobsExpanded(1000, claimed: Array(repeating: ("app", 1), count: 1000),
+                                      budget: try #require(pass), unclaimedChunks: 0)
+        let full = machine.expansionClaim(throttles: [:])
+        #expect(full == nil)
+        // Room frees: this turn is the claim service's own, the one after goes to the expansion again.
+        _ = machine.tokensFinished(app: "big", tokens: 3000, small: false)
+        let own = machine.nextClaim(throttles: [:])
+        let ownBudget = try #require(Self.budget(own), "a retry or a broadcast's first chunk waiting gets claimed")
+        #expect(machine.claimSucceeded([], budget: ownBudget).isWakeExpander)
+        let next = machine.nextClaim(throttles: [:])
+        #expect(next.isWakeExpander)
+    }
+
     @Test func smallJobsLeftWhileAClaimRanAreExpandedWhenItEnds() throws {
         var machine = Self.machine()
         let running = machine.nextClaim(throttles: [:])

@@ -72,7 +72,9 @@ struct ExpansionClaimTests {
             #expect(lowExpansion.jobs == 1)
             #expect(lowExpansion.claimed.isEmpty, "the broadcast's chunks at priority 5 come first")
             #expect(lowExpansion.unclaimedChunks == 1)
-            // At the broadcast's priority or above, the one-token job is what the claim would take first.
+            // At the broadcast's priority it is claimed at once: only a higher priority holds it back. (The claim
+            // would have taken the broadcast's first chunk before it; the worker's claim service, which keeps
+            // every other turn, takes those.)
             let urgent = try await Self.enqueueOneToken(db, 101, priority: 5)
             let urgentExpansion = try await store.expandDueSmallJobs(chunkSize: 10, limit: 100, claiming: budget, lease: .seconds(30))
             #expect(urgentExpansion.claimed.map(\.jobID) == [urgent])

@@ -75,6 +75,11 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// The expansion found no room to claim small jobs into, and left them queued: the next claim turn that
     /// has room is given to it.
     private var smallJobsDeferred = false
+    /// The claim service's last turn went to the expansion.
+    private var lastTurnGivenAway = false
+    /// The expansion service is handling a wake (gathering, expanding, or backing off after a failure): a
+    /// claim turn given to it now could wait that long.
+    private var expansionBusy = false
 
     private var lastExpansionPass: Instant?
     private var largeJobFound = false
@@ -102,13 +107,17 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// failing, or shutdown).
     public mutating func nextClaim(throttles: [String: AppThrottle]) -> Action {
         guard phase == .running else { return .none }
-        if smallJobsDeferred, !expansionClaiming, scheduler.wouldClaim(smallWorkWaiting: true) {
+        if smallJobsDeferred, !expansionClaiming, !expansionBusy, !lastTurnGivenAway,
+           scheduler.wouldClaim(smallWorkWaiting: true) {
             // Small jobs wait to be expanded into this room: the expansion claims them as it makes them, and
-            // wakes the claimer afterwards for whatever else is waiting.
+            // wakes the claimer afterwards for whatever else is waiting. Every other turn at most, so chunks
+            // already waiting at the same priority (a retry, a broadcast's first chunk) are claimed too.
             smallJobsDeferred = false
             claimerTurnedAway = true
+            lastTurnGivenAway = true
             return .wakeExpander
         }
+        lastTurnGivenAway = false
         let smallWorkWaiting = smallWorkServed != smallWorkExpanded
         guard let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: smallWorkWaiting) else {
             // Turned away only because the expansion is claiming: it wakes the claimer when done.
@@ -177,6 +186,7 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// expansion is looked for every ``Configuration/largeJobLookInterval``, or at once after one was found.
     public mutating func expansionWoken(at now: Instant) -> Action {
         guard phase == .running else { return .none }
+        expansionBusy = true
         if let last = lastExpansionPass, last + configuration.expansionGathering > now {
             return .expandAt(last + configuration.expansionGathering)
         }
@@ -185,6 +195,11 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
             || lastLargeJobLook.map { $0.duration(to: now) >= configuration.largeJobLookInterval } ?? true
         if lookForLargeJob { lastLargeJobLook = now }
         return .expand(lookForLargeJob: lookForLargeJob)
+    }
+
+    /// The expansion service finished handling a wake (after any backoff) and waits for the next.
+    public mutating func expansionIdle() {
+        expansionBusy = false
     }
 
     /// One statement expanded `count` small jobs and left chunks for a claim: the claimer is woken for them,

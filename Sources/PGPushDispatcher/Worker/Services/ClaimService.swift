@@ -53,12 +53,15 @@ struct ClaimService: Service {
                     worker.readiness.store(true, ordering: .relaxed)
                     worker.databaseAnswered()
                     worker.heldChunks.withLock { $0.formUnion(claimed.map(\.id)) }
+                    // Recorded as held before the chunks start: one that ends at once (its job was cancelled)
+                    // must not free room that was never taken.
+                    let next = worker.machine.withLock {
+                        $0.claimSucceeded(claimed.map { ($0.appID, $0.estimatedTokens) }, budget: budget)
+                    }
                     for chunk in claimed {
                         chunks.addTask { await ChunkRun(worker: worker, chunk: chunk).run() }
                     }
-                    worker.perform(worker.machine.withLock {
-                        $0.claimSucceeded(claimed.map { ($0.appID, $0.estimatedTokens) }, budget: budget)
-                    })
+                    worker.perform(next)
                 } catch {
                     worker.perform(worker.machine.withLock { $0.claimFailed() })
                     if worker.machine.withLock(\.isDraining) { break }

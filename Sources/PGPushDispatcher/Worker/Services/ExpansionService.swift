@@ -1,16 +1,18 @@
 import Foundation
 import Logging
+import PGPushCore
 import PGPushStore
 import ServiceLifecycle
 
-/// Turns due jobs into chunks, apart from claiming so that neither waits for the other: small jobs in
-/// batches, one statement each, until none is left; a broadcast's expansion as often as the
-/// ``WorkerStateMachine`` says. Woken by NOTIFY, the poll tick and its own finds; it wakes the claim service
-/// when it made work.
+/// Turns due jobs into chunks: small jobs a batch per wake, claimed by the statement that makes them as far
+/// as this worker has room (the claim service starts them); a broadcast's expansion as often as the
+/// ``WorkerStateMachine`` says. Woken by NOTIFY, the poll tick, its own finds and claim turns given to it; it
+/// wakes the claim service when it made or claimed work.
 struct ExpansionService: Service {
     let worker: Worker
 
     static let smallJobBatch = 1000
+    static let smallestBatch = 100
 
     func run() async {
         await cancelWhenGracefulShutdown {
@@ -27,6 +29,7 @@ struct ExpansionService: Service {
                     try? await Task.sleep(for: Worker.backoff(failures))
                     worker.expansionWake.signal()
                 }
+                worker.machine.withLock { $0.expansionIdle() }
             }
         }
     }
@@ -45,9 +48,53 @@ struct ExpansionService: Service {
         }
     }
 
+    /// One batch of due small jobs, expanded into this worker's room: their chunks are claimed as they are
+    /// made, when the claim would have taken them next. Without room they stay queued (see expansionClaim).
+    /// A full batch wakes this service again, so the claim service gets its turns in between.
+    private func expandSmallJobs() async throws {
+        let throttles = worker.registry.throttles()
+        guard let budget = worker.machine.withLock({ $0.expansionClaim(throttles: throttles) }) else { return }
+        // A job is at least one notification: more than the room could not all be claimed. A small room still
+        // expands a batch worth its statement; what it cannot take is left for the claim service.
+        let limit = max(min(Self.smallJobBatch, budget.maximumChunks, budget.room), Self.smallestBatch)
+        // Not cancelled by shutdown: the chunks a statement claimed are always started or given back.
+        let worker = self.worker
+        let (action, more) = try await Task {
+            try await Self.claimSmallJobs(worker: worker, budget: budget, limit: limit)
+        }.value
+        worker.perform(action)
+        if more { worker.expansionWake.signal() }
+    }
+
+    private static func claimSmallJobs(
+        worker: Worker, budget: ClaimBudget, limit: Int
+    ) async throws -> (WorkerStateMachine<ChunkCompletion>.Action, Bool) {
+        let expansion: QueueStore.SmallJobExpansion
+        do {
+            expansion = try await worker.store.expandDueSmallJobs(
+                chunkSize: worker.configuration.chunkSize, limit: limit, claiming: budget, lease: worker.configuration.lease)
+        } catch {
+            worker.perform(worker.machine.withLock { $0.expansionClaimFailed() })
+            throw error
+        }
+        // A claim like the claim service's: it shows the primary answering, as that one's does.
+        worker.readiness.store(true, ordering: .relaxed)
+        worker.databaseAnswered()
+        let claimed = expansion.claimed
+        if !claimed.isEmpty { worker.heldChunks.withLock { $0.formUnion(claimed.map(\.id)) } }
+        // Recorded as held before the chunks can start, so their answers never free room not yet taken.
+        let (action, more) = worker.machine.withLock {
+            ($0.smallJobsExpanded(expansion.jobs, claimed: claimed.map { ($0.appID, $0.estimatedTokens) },
+                                  budget: budget, unclaimedChunks: expansion.unclaimedChunks),
+             $0.hasMoreSmallJobs(expansion.jobs, batch: limit))
+        }
+        if !worker.claimHandOff.offer(claimed) { await giveBack(claimed, worker: worker) }
+        return (action, more)
+    }
+
     /// Shutdown began while the statement ran: the chunks it claimed are released unsent, or rescued after
     /// their lease if the database does not take that.
-    private func giveBack(_ chunks: [ClaimedChunk]) async {
+    private static func giveBack(_ chunks: [ClaimedChunk], worker: Worker) async {
         let ids = chunks.map(\.id)
         worker.heldChunks.withLock { held in for id in ids { held.remove(id) } }
         if (try? await worker.store.release(ids, deadline: .seconds(2))) == nil {
@@ -57,39 +104,9 @@ struct ExpansionService: Service {
     }
 
     private func expand(lookForLargeJob: Bool) async throws {
-        let (store, chunkSize) = (worker.store, worker.configuration.chunkSize)
-        while true {
-            // Small jobs are expanded into this worker's room: their chunks are claimed as they are made, when
-            // the claim would have taken them next. Without room they stay queued (see expansionClaim).
-            let throttles = worker.registry.throttles()
-            guard let budget = worker.machine.withLock({ $0.expansionClaim(throttles: throttles) }) else { break }
-            // A job is at least one notification: more than the room could not all be claimed.
-            let limit = min(Self.smallJobBatch, budget.maximumChunks, budget.room)
-            let expansion: QueueStore.SmallJobExpansion
-            do {
-                expansion = try await store.expandDueSmallJobs(
-                    chunkSize: chunkSize, limit: limit, claiming: budget, lease: worker.configuration.lease)
-            } catch {
-                worker.perform(worker.machine.withLock { $0.expansionClaimFailed() })
-                throw error
-            }
-            // A claim like the claim service's: it shows the primary answering, as that one's does.
-            worker.readiness.store(true, ordering: .relaxed)
-            worker.databaseAnswered()
-            let claimed = expansion.claimed
-            if !claimed.isEmpty { worker.heldChunks.withLock { $0.formUnion(claimed.map(\.id)) } }
-            // Recorded as held before the chunks can start, so their answers never free room not yet taken.
-            let (action, more) = worker.machine.withLock {
-                ($0.smallJobsExpanded(expansion.jobs, claimed: claimed.map { ($0.appID, $0.estimatedTokens) },
-                                      budget: budget, unclaimedChunks: expansion.unclaimedChunks),
-                 $0.hasMoreSmallJobs(expansion.jobs, batch: limit))
-            }
-            if !worker.claimHandOff.offer(claimed) { await giveBack(claimed) }
-            worker.perform(action)
-            if !more { break }
-        }
+        try await expandSmallJobs()
         guard lookForLargeJob else { return }
-        let expansion = try await store.expandNextDueJob(chunkSize: chunkSize, includingSmallJobs: false)
+        let expansion = try await worker.store.expandNextDueJob(chunkSize: worker.configuration.chunkSize, includingSmallJobs: false)
         worker.perform(worker.machine.withLock { $0.largeJobLooked(found: expansion != nil) })
         if let expansion {
             worker.logger.info("expanded job", metadata: [
