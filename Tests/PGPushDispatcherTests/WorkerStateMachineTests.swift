@@ -144,12 +144,14 @@ import Testing
     }
 
     @Test func aClaimTurnGoesToTheExpansionOnlyWhileItIsIdle() throws {
-        var machine = Self.machine()
-        let running = machine.nextClaim(throttles: [:])
-        let first = try #require(Self.budget(running))
+        var machine = Self.machine(capacity: 4000, threshold: 500)
+        try Self.fillWithBroadcast(&machine)
+        let laneBudget = machine.expansionClaim(throttles: [:])
+        _ = machine.smallJobsExpanded(500, claimed: Array(repeating: ("app", 1), count: 500),
+                                      budget: try #require(laneBudget), unclaimedChunks: 0)
         let deferred = machine.expansionClaim(throttles: [:])
-        #expect(deferred == nil, "the claim service is claiming: small jobs wait")
-        _ = machine.claimSucceeded([("big", 1000)], budget: first)
+        #expect(deferred == nil && !machine.claimIsRunning, "no room and no lane: the small jobs stay queued")
+        _ = machine.tokensFinished(app: "big", tokens: 2000, small: false)
 
         // The expansion service is handling a wake (here: gathering): the claimer claims itself.
         _ = machine.expansionWoken(at: Self.start)
@@ -168,42 +170,20 @@ import Testing
         #expect(Self.budget(back) != nil)
     }
 
-    @Test func theClaimServiceKeepsEveryOtherTurnForChunksAlreadyWaiting() throws {
-        var machine = Self.machine(capacity: 4000, threshold: 500)
-        let running = machine.nextClaim(throttles: [:])
-        let first = try #require(Self.budget(running))
-        _ = machine.expansionClaim(throttles: [:])
-        #expect(machine.claimSucceeded([("big", 3000)], budget: first).isWakeExpander)
-        let given = machine.nextClaim(throttles: [:])
-        #expect(given.isWakeExpander)
-        // The expansion fills the room (lane included), and its next batch has to wait again.
-        let pass = machine.expansionClaim(throttles: [:])
-        _ = machine.smallJobsExpanded(1000, claimed: Array(repeating: ("app", 1), count: 1000),
-                                      budget: try #require(pass), unclaimedChunks: 0)
-        let full = machine.expansionClaim(throttles: [:])
-        #expect(full == nil)
-        // Room frees: this turn is the claim service's own, the one after goes to the expansion again.
-        _ = machine.tokensFinished(app: "big", tokens: 3000, small: false)
-        let own = machine.nextClaim(throttles: [:])
-        let ownBudget = try #require(Self.budget(own), "a retry or a broadcast's first chunk waiting gets claimed")
-        #expect(machine.claimSucceeded([], budget: ownBudget).isWakeExpander)
-        let next = machine.nextClaim(throttles: [:])
-        #expect(next.isWakeExpander)
-    }
-
-    @Test func smallJobsLeftWhileAClaimRanAreExpandedWhenItEnds() throws {
+    @Test func whileAClaimRunsSmallJobsAreExpandedWithoutClaiming() throws {
         var machine = Self.machine()
         let running = machine.nextClaim(throttles: [:])
         let budget = try #require(Self.budget(running))
         let during = machine.expansionClaim(throttles: [:])
         #expect(during == nil)
+        #expect(machine.claimIsRunning, "the running claim takes their chunks in priority order")
+        let expanded = machine.smallJobsExpanded(3)
+        #expect(Self.wakesClaimer([expanded]))
+        // Nothing was left queued: the claim's end hands no turn to the expansion.
         let ended = machine.claimSucceeded([("app", 1)], budget: budget)
-        #expect(ended.isWakeExpander)
-        var failing = Self.machine()
-        _ = failing.nextClaim(throttles: [:])
-        _ = failing.expansionClaim(throttles: [:])
-        let failed = failing.claimFailed()
-        #expect(failed.isWakeExpander)
+        #expect(ended.isNone)
+        let next = machine.nextClaim(throttles: [:])
+        #expect(Self.budget(next) != nil)
     }
 
     @Test func theExpansionDoesNotClaimWhileTheClaimServiceDoesOrDuringShutdown() throws {

@@ -117,6 +117,9 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
                            appAllowances: allowances, maximumChunkTokens: configuration.smallChunkTokens)
     }
 
+    /// A claim is running (its budget is out).
+    public var isClaiming: Bool { claiming }
+
     /// Whether ``nextClaim(throttles:smallWorkWaiting:)`` would give a budget now; changes nothing.
     public func wouldClaim(smallWorkWaiting: Bool) -> Bool {
         guard !claiming, !draining, !writesFailing else { return false }

@@ -75,8 +75,6 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// The expansion found no room to claim small jobs into, and left them queued: the next claim turn that
     /// has room is given to it.
     private var smallJobsDeferred = false
-    /// The claim service's last turn went to the expansion.
-    private var lastTurnGivenAway = false
     /// The expansion service is handling a wake (gathering, expanding, or backing off after a failure): a
     /// claim turn given to it now could wait that long.
     private var expansionBusy = false
@@ -107,17 +105,13 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// failing, or shutdown).
     public mutating func nextClaim(throttles: [String: AppThrottle]) -> Action {
         guard phase == .running else { return .none }
-        if smallJobsDeferred, !expansionClaiming, !expansionBusy, !lastTurnGivenAway,
-           scheduler.wouldClaim(smallWorkWaiting: true) {
-            // Small jobs wait to be expanded into this room: the expansion claims them as it makes them, and
-            // wakes the claimer afterwards for whatever else is waiting. Every other turn at most, so chunks
-            // already waiting at the same priority (a retry, a broadcast's first chunk) are claimed too.
+        if smallJobsDeferred, !expansionClaiming, !expansionBusy, scheduler.wouldClaim(smallWorkWaiting: true) {
+            // Small jobs wait to be expanded into this room: the expansion claims them as it makes them (the
+            // most urgent first), and wakes the claimer afterwards for whatever else is waiting.
             smallJobsDeferred = false
             claimerTurnedAway = true
-            lastTurnGivenAway = true
             return .wakeExpander
         }
-        lastTurnGivenAway = false
         let smallWorkWaiting = smallWorkServed != smallWorkExpanded
         guard let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: smallWorkWaiting) else {
             // Turned away only because the expansion is claiming: it wakes the claimer when done.
@@ -215,15 +209,20 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// could claim nothing now (a claim is running, no room, writes failing, shutdown). Report the statement
     /// with ``smallJobsExpanded(_:claimed:budget:unclaimedChunks:)`` or ``claimFailed()``.
     ///
-    /// Without a budget, small jobs are not expanded: they stay queued, where any worker with room takes
-    /// them, and this one's next claim turn with room goes to the expansion (``nextClaim(throttles:)``).
+    /// Without a budget because a claim is running, small jobs are expanded without claiming
+    /// (``claimIsRunning``): a claim takes their chunks in priority order. Without room at all, they are not
+    /// expanded: they stay queued, where any worker with room takes them, and this one's next claim turn
+    /// with room goes to the expansion (``nextClaim(throttles:)``).
     public mutating func expansionClaim(throttles: [String: AppThrottle]) -> ClaimBudget? {
         guard phase == .running else { return nil }
         let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: true)
         expansionClaiming = budget != nil
-        smallJobsDeferred = budget == nil
+        smallJobsDeferred = budget == nil && !scheduler.isClaiming
         return budget
     }
+
+    /// The claim service is claiming: an expansion without a budget expands without claiming.
+    public var claimIsRunning: Bool { scheduler.isClaiming && !expansionClaiming }
 
     /// The expansion's statement with a claim budget failed: nothing was claimed.
     public mutating func expansionClaimFailed() -> Action {

@@ -53,17 +53,32 @@ struct ExpansionService: Service {
     /// A full batch wakes this service again, so the claim service gets its turns in between.
     private func expandSmallJobs() async throws {
         let throttles = worker.registry.throttles()
-        guard let budget = worker.machine.withLock({ $0.expansionClaim(throttles: throttles) }) else { return }
+        let (claiming, claimIsRunning) = worker.machine.withLock { ($0.expansionClaim(throttles: throttles), $0.claimIsRunning) }
+        guard let budget = claiming else {
+            if claimIsRunning { try await expandWithoutClaiming() }
+            return
+        }
         // A job is at least one notification: more than the room could not all be claimed. A small room still
         // expands a batch worth its statement; what it cannot take is left for the claim service.
         let limit = max(min(Self.smallJobBatch, budget.maximumChunks, budget.room), Self.smallestBatch)
-        // Not cancelled by shutdown: the chunks a statement claimed are always started or given back.
-        let worker = self.worker
-        let (action, more) = try await Task {
-            try await Self.claimSmallJobs(worker: worker, budget: budget, limit: limit)
-        }.value
+        // Cancelled by shutdown like the claim service's claim, so an unreachable database cannot hold the
+        // shutdown for a statement's deadline; chunks a cut-short statement took are rescued after their lease.
+        let (action, more) = try await Self.claimSmallJobs(worker: worker, budget: budget, limit: limit)
         worker.perform(action)
         if more { worker.expansionWake.signal() }
+    }
+
+    /// While the claim service claims: small jobs become chunks at once, which that claim or the next takes
+    /// in priority order (ahead of a broadcast's chunks of lower priority).
+    private func expandWithoutClaiming() async throws {
+        while true {
+            let expanded = try await worker.store.expandDueSmallJobs(chunkSize: worker.configuration.chunkSize, limit: Self.smallJobBatch)
+            let (action, more) = worker.machine.withLock {
+                ($0.smallJobsExpanded(expanded), $0.hasMoreSmallJobs(expanded, batch: Self.smallJobBatch))
+            }
+            worker.perform(action)
+            if !more { break }
+        }
     }
 
     private static func claimSmallJobs(
