@@ -100,21 +100,14 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
     /// still made from the fast lane, for small chunks only: urgent one-user jobs never wait for a broadcast's
     /// answers to free the claim threshold.
     public mutating func nextClaim(throttles: [String: AppThrottle], smallWorkWaiting: Bool = false) -> ClaimBudget? {
-        guard !claiming, !draining, !writesFailing else { return nil }
-        let room = self.room
+        guard let (room, fastLane) = claimableRoom(smallWorkWaiting: smallWorkWaiting) else { return nil }
         var allowances: [String: Int] = [:]
         for (app, throttle) in throttles where throttle.isThrottled {
             allowances[app] = allowance(app, throttle)
         }
-        if room > 0, held == 0 || room >= configuration.claimThreshold {
-            claiming = true
-            return ClaimBudget(room: room, maximumChunks: min(room, configuration.maximumChunksPerClaim), appAllowances: allowances)
-        }
-        let lane = fastLaneRoom
-        guard smallWorkWaiting, lane > 0 else { return nil }
         claiming = true
-        return ClaimBudget(room: lane, maximumChunks: min(lane, configuration.maximumChunksPerClaim),
-                           appAllowances: allowances, maximumChunkTokens: configuration.smallChunkTokens)
+        return ClaimBudget(room: room, maximumChunks: min(room, configuration.maximumChunksPerClaim), appAllowances: allowances,
+                           maximumChunkTokens: fastLane ? configuration.smallChunkTokens : nil)
     }
 
     /// A claim is running (its budget is out).
@@ -122,9 +115,16 @@ public struct WorkScheduler<Completion: Sendable>: Sendable {
 
     /// Whether ``nextClaim(throttles:smallWorkWaiting:)`` would give a budget now; changes nothing.
     public func wouldClaim(smallWorkWaiting: Bool) -> Bool {
-        guard !claiming, !draining, !writesFailing else { return false }
-        if room > 0, held == 0 || room >= configuration.claimThreshold { return true }
-        return smallWorkWaiting && fastLaneRoom > 0
+        claimableRoom(smallWorkWaiting: smallWorkWaiting) != nil
+    }
+
+    /// The room a claim may take now, and whether it is the fast lane's (small chunks only); `nil` to wait.
+    private func claimableRoom(smallWorkWaiting: Bool) -> (room: Int, fastLane: Bool)? {
+        guard !claiming, !draining, !writesFailing else { return nil }
+        let room = self.room
+        if room > 0, held == 0 || room >= configuration.claimThreshold { return (room, false) }
+        let lane = fastLaneRoom
+        return smallWorkWaiting && lane > 0 ? (lane, true) : nil
     }
 
     /// Tokens an app may still take in one claim: a few seconds of its sending, less what it holds. An app

@@ -126,7 +126,7 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     public mutating func claimSucceeded(_ claimed: [(app: String, tokens: Int)], budget: ClaimBudget) -> Action {
         let full = scheduler.claimSucceeded(claimed, budget: budget)
         if !full { smallWorkServed = max(smallWorkServed, smallWorkAtClaim) }
-        // The expansion found the claim running and left its small jobs for when it ended.
+        // Small jobs were left queued for want of room: the claim is over, the expansion may take its turn.
         return full ? .wakeClaimer : smallJobsDeferred ? .wakeExpander : .none
     }
 
