@@ -33,6 +33,7 @@ let migrationFiles = [
     "0018_dashboard_roles.sql",
     "0019_dashboard_grants.sql",
     "0020_cheaper_enqueue.sql",
+    "0021_large_job_look.sql",
 ]
 
 let package = Package(

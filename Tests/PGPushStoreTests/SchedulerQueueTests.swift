@@ -81,6 +81,31 @@ struct SchedulerQueueTests {
         }
     }
 
+    /// The look reads only jobs of more than one entry (the `jobs_due_beyond_one` index): lists longer than the
+    /// chunk size are found there, in priority order, and lists of one are always left to the batch.
+    @Test func theLookForABroadcastFindsListsLongerThanAChunk() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("a")
+            for i in 0..<6 {
+                try await db.exec("SELECT push.register_device('a', \(TestTokens.token(i)), user_id => \("u\(i)"))")
+            }
+            let tokens = (0..<3).map { "'\(TestTokens.token($0))'" }.joined(separator: ",")
+            let oneToken = try await db.scalar(PostgresQuery(unsafeSQL:
+                "SELECT push.enqueue('a', \(Self.payload), tokens => ARRAY['\(TestTokens.token(4))'], priority => 10)"))
+            let threeTokens = try await db.scalar(PostgresQuery(unsafeSQL:
+                "SELECT push.enqueue('a', \(Self.payload), tokens => ARRAY[\(tokens)], priority => 5)"))
+            let threeUsers = try await db.scalar(PostgresQuery(unsafeSQL:
+                "SELECT push.enqueue('a', \(Self.payload), user_ids => '{u0,u1,u2}', priority => 7)"))
+            let store = Self.store(db)
+            #expect(try await store.expandNextDueJob(chunkSize: 3, includingSmallJobs: false) == nil, "three entries fit a chunk of three")
+            #expect(try await store.expandNextDueJob(chunkSize: 2, includingSmallJobs: false)?.jobID == threeUsers)
+            #expect(try await store.expandNextDueJob(chunkSize: 2, includingSmallJobs: false)?.jobID == threeTokens)
+            #expect(try await store.expandNextDueJob(chunkSize: 2, includingSmallJobs: false) == nil)
+            #expect(try await db.scalar("SELECT count(*) FROM push.jobs WHERE id = \(oneToken) AND state = 'queued'") == 1)
+            #expect(try await store.expandNextDueJob(chunkSize: 2)?.jobID == oneToken, "the look that includes small jobs still sees it")
+        }
+    }
+
     @Test func aClaimIsSizedInNotificationsNotChunks() async throws {
         try await TestDatabase.with { db in
             try await db.createApp("a")

@@ -29,6 +29,12 @@ extension QueueStore {
         "(cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size) OR cardinality(j.activity_ids) <= \(size) OR j.channel_id IS NOT NULL)"
     }
 
+    /// Leaves out jobs of one entry, small at any chunk size, in the words of the partial index
+    /// `jobs_due_beyond_one`, so the look for a broadcast reads that index instead of every queued job. The
+    /// constants are literal: with parameters the planner could not prove the index applies.
+    static let beyondOneEntry =
+        "AND NOT coalesce(cardinality(j.tokens) = 1 OR cardinality(j.user_ids) = 1 OR cardinality(j.activity_ids) = 1, false)"
+
     /// What one pass over due small jobs did.
     public struct SmallJobExpansion: Sendable {
         /// Jobs expanded (started, or done at once for an empty audience).
@@ -199,6 +205,7 @@ extension QueueStore {
                   FROM (\(unescaped: Self.dueJobs)
                            -- A channel job is always expanded with the small ones: it has no device audience.
                            AND j.channel_id IS NULL
+                           \(unescaped: includingSmallJobs ? "" : Self.beyondOneEntry)
                            AND (\(includingSmallJobs) OR NOT coalesce(\(unescaped: Self.isSmallJob(size: size)), false))
                          ORDER BY j.priority DESC, j.send_at, j.id LIMIT 1 FOR UPDATE OF j SKIP LOCKED) j
                   JOIN push.apps a ON a.id = j.app_id
