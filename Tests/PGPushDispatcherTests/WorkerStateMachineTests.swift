@@ -20,11 +20,6 @@ import Testing
         return nil
     }
 
-    static func expandAndClaimBudget(_ action: Machine.Action) -> ClaimBudget? {
-        if case .expandAndClaim(let budget) = action { return budget }
-        return nil
-    }
-
     static func batch(_ actions: [Machine.Action]) -> [String]? {
         for case .write(let batch) in actions { return batch }
         return nil
@@ -175,73 +170,20 @@ import Testing
         #expect(Self.budget(back) != nil)
     }
 
-    @Test func whileAClaimRunsSmallJobsAreLeftToTheClaimServicesNextTurn() throws {
+    @Test func whileAClaimRunsSmallJobsAreExpandedWithoutClaiming() throws {
         var machine = Self.machine()
         let running = machine.nextClaim(throttles: [:])
         let budget = try #require(Self.budget(running))
         let during = machine.expansionClaim(throttles: [:])
         #expect(during == nil)
-        #expect(machine.claimIsRunning, "the expansion wakes the claim service instead")
-        // The claim's end brings the next turn at once: it expands and claims the small jobs in one statement.
-        let ended = machine.claimSucceeded([("app", 1)], budget: budget)
-        #expect(Self.wakesClaimer([ended]))
-        let turn = machine.nextClaim(throttles: [:])
-        let fused = try #require(Self.expandAndClaimBudget(turn))
-        #expect(fused.room == 3999)
-        // It claimed every job it made, and room is left for chunks that were waiting already: an ordinary
-        // claim follows (the statement takes small jobs only).
-        let expanded = machine.smallJobsExpanded(2, claimed: [("app", 1), ("app", 1)], budget: fused, unclaimedChunks: 0)
+        #expect(machine.claimIsRunning, "the running claim takes their chunks in priority order")
+        let expanded = machine.smallJobsExpanded(3)
         #expect(Self.wakesClaimer([expanded]))
-        #expect(machine.held == 3)
-        let after = machine.nextClaim(throttles: [:])
-        #expect(Self.budget(after) != nil)
-    }
-
-    @Test func theClaimServiceAlternatesLeftSmallJobsWithOrdinaryClaims() throws {
-        var machine = Self.machine()
-        let first = try #require(Self.budget(machine.nextClaim(throttles: [:])))
-        _ = machine.expansionClaim(throttles: [:])
-        _ = machine.claimSucceeded([], budget: first)
-        let fused = try #require(Self.expandAndClaimBudget(machine.nextClaim(throttles: [:])))
-        // More small jobs became due during that statement: the next turn is still an ordinary claim, so steady
-        // one-user traffic cannot keep a broadcast's chunks from being claimed.
-        _ = machine.expansionClaim(throttles: [:])
-        let endedFused = machine.smallJobsExpanded(5, claimed: [("app", 1)], budget: fused, unclaimedChunks: 0)
-        #expect(Self.wakesClaimer([endedFused]))
-        let ordinary = try #require(Self.budget(machine.nextClaim(throttles: [:])))
-        #expect(ordinary.maximumChunkTokens == nil)
-        let endedOrdinary = machine.claimSucceeded([("big", 1000)], budget: ordinary)
-        #expect(Self.wakesClaimer([endedOrdinary]), "the small jobs left to it are its next turn")
-        #expect(Self.expandAndClaimBudget(machine.nextClaim(throttles: [:])) != nil)
-    }
-
-    @Test func leftSmallJobsAreExpandedFromTheFastLaneWhenNoOrdinaryClaimFits() throws {
-        var machine = Self.machine(capacity: 4000, threshold: 500)
-        let broadcastClaim = try #require(Self.budget(machine.nextClaim(throttles: [:])))
-        #expect(machine.expansionClaim(throttles: [:]) == nil)
-        // The running claim takes a broadcast's chunks that fill the room.
-        _ = machine.claimSucceeded(Array(repeating: ("big", 1000), count: 4), budget: broadcastClaim)
-        let lane = try #require(Self.expandAndClaimBudget(machine.nextClaim(throttles: [:])))
-        #expect(lane.maximumChunkTokens != nil, "the broadcast holds the room: the lane takes small chunks only")
-        _ = machine.expansionClaim(throttles: [:])
-        _ = machine.smallJobsExpanded(1, claimed: [("app", 1)], budget: lane, unclaimedChunks: 0)
-        // No ordinary claim fits, so the alternation does not hold the small jobs back.
-        #expect(Self.expandAndClaimBudget(machine.nextClaim(throttles: [:])) != nil)
-    }
-
-    @Test func aFailedTurnOfLeftSmallJobsIsTriedAgainAndShutdownEndsIt() throws {
-        var machine = Self.machine()
-        let first = try #require(Self.budget(machine.nextClaim(throttles: [:])))
-        _ = machine.expansionClaim(throttles: [:])
-        _ = machine.claimSucceeded([], budget: first)
-        #expect(Self.expandAndClaimBudget(machine.nextClaim(throttles: [:])) != nil)
-        let failed = machine.expansionClaimFailed()
-        #expect(failed.isNone, "the claim service backs off and wakes itself")
-        #expect(machine.held == 0)
-        #expect(Self.expandAndClaimBudget(machine.nextClaim(throttles: [:])) != nil, "the jobs are still due")
-        _ = machine.expansionClaimFailed()
-        _ = machine.shutdownRequested(at: Self.start)
-        #expect(machine.nextClaim(throttles: [:]).isNone, "shutdown claims nothing; the jobs stay queued for others")
+        // Nothing was left queued: the claim's end hands no turn to the expansion.
+        let ended = machine.claimSucceeded([("app", 1)], budget: budget)
+        #expect(ended.isNone)
+        let next = machine.nextClaim(throttles: [:])
+        #expect(Self.budget(next) != nil)
     }
 
     @Test func theExpansionDoesNotClaimWhileTheClaimServiceDoesOrDuringShutdown() throws {

@@ -11,10 +11,6 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     public enum Action: Sendable {
         /// Run this claim, then report ``claimSucceeded(_:budget:)`` or ``claimFailed()``.
         case claim(ClaimBudget)
-        /// Expand due small jobs and claim their chunks with this budget in one statement (they became due
-        /// while the last claim ran), then report ``smallJobsExpanded(_:claimed:budget:unclaimedChunks:)`` or
-        /// ``expansionClaimFailed()``.
-        case expandAndClaim(ClaimBudget)
         /// Write these completions in one transaction, then report ``writeSucceeded()`` or ``writeFailed()``.
         case write([Completion])
         /// Wake the claim service: room was freed, or a full claim suggests more work is waiting.
@@ -30,14 +26,6 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
         /// The grace period is over: drop the unwritten results (their chunks are rescued after the lease).
         case abandonWrites(completions: Int, tokens: Int)
         case none
-
-        /// A statement that claims: ``claim(_:)`` or ``expandAndClaim(_:)``.
-        public var isClaimTurn: Bool {
-            switch self {
-            case .claim, .expandAndClaim: true
-            default: false
-            }
-        }
     }
 
     public struct Configuration: Sendable, Hashable {
@@ -87,13 +75,6 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// The expansion found no room to claim small jobs into, and left them queued: the next claim turn that
     /// has room is given to it.
     private var smallJobsDeferred = false
-    /// Small jobs became due while the claim service claimed: its next turn expands and claims them.
-    private var smallJobsForClaimer = false
-    /// The claim service's running statement is an ``Action/expandAndClaim(_:)``.
-    private var claimerExpanding = false
-    /// The claim service's last turn was an ``Action/expandAndClaim(_:)``: its next one is an ordinary claim,
-    /// so steady one-user traffic cannot keep a broadcast's waiting chunks from being claimed.
-    private var claimerJustExpanded = false
     /// The expansion service is handling a wake (gathering, expanding, or backing off after a failure): a
     /// claim turn given to it now could wait that long.
     private var expansionBusy = false
@@ -131,14 +112,6 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
             claimerTurnedAway = true
             return .wakeExpander
         }
-        if smallJobsForClaimer, !claimerJustExpanded || !scheduler.wouldClaim(smallWorkWaiting: false),
-           let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: true) {
-            // One statement makes their chunks and claims them, instead of an expansion and then this claim.
-            smallJobsForClaimer = false
-            claimerExpanding = true
-            claimerJustExpanded = true
-            return .expandAndClaim(budget)
-        }
         let smallWorkWaiting = smallWorkServed != smallWorkExpanded
         guard let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: smallWorkWaiting) else {
             // Turned away only because the expansion is claiming: it wakes the claimer when done.
@@ -146,7 +119,6 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
             return .none
         }
         smallWorkAtClaim = smallWorkExpanded
-        claimerJustExpanded = false
         return .claim(budget)
     }
 
@@ -155,8 +127,7 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
         let full = scheduler.claimSucceeded(claimed, budget: budget)
         if !full { smallWorkServed = max(smallWorkServed, smallWorkAtClaim) }
         // Small jobs were left queued for want of room: the claim is over, the expansion may take its turn.
-        // Small jobs left to this service's next turn: that turn comes now.
-        return full || smallJobsForClaimer ? .wakeClaimer : smallJobsDeferred ? .wakeExpander : .none
+        return full ? .wakeClaimer : smallJobsDeferred ? .wakeExpander : .none
     }
 
     public mutating func claimFailed() -> Action {
@@ -238,63 +209,45 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// could claim nothing now (a claim is running, no room, writes failing, shutdown). Report the statement
     /// with ``smallJobsExpanded(_:claimed:budget:unclaimedChunks:)`` or ``claimFailed()``.
     ///
-    /// Without a budget because the claim service is claiming, the small jobs are left to it
-    /// (``claimIsRunning``; wake it): its next turn expands and claims them in one statement
-    /// (``Action/expandAndClaim(_:)``), the most urgent first, right after the statement it is running.
-    /// Without room at all, they are not expanded: they stay queued, where any worker with room takes them,
-    /// and this one's next claim turn with room goes to the expansion (``nextClaim(throttles:)``).
+    /// Without a budget because a claim is running, small jobs are expanded without claiming
+    /// (``claimIsRunning``): a claim takes their chunks in priority order. Without room at all, they are not
+    /// expanded: they stay queued, where any worker with room takes them, and this one's next claim turn
+    /// with room goes to the expansion (``nextClaim(throttles:)``).
     public mutating func expansionClaim(throttles: [String: AppThrottle]) -> ClaimBudget? {
         guard phase == .running else { return nil }
         let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: true)
         expansionClaiming = budget != nil
         smallJobsDeferred = budget == nil && !scheduler.isClaiming
-        if budget == nil, scheduler.isClaiming { smallJobsForClaimer = true }
         return budget
     }
 
-    /// The claim service is claiming: an expansion without a budget leaves the small jobs to its next turn.
+    /// The claim service is claiming: an expansion without a budget expands without claiming.
     public var claimIsRunning: Bool { scheduler.isClaiming && !expansionClaiming }
 
-    /// A statement with a claim budget that expanded small jobs failed (the expansion's or the claim
-    /// service's): nothing was expanded or claimed. The claim service retries such a turn after its backoff.
+    /// The expansion's statement with a claim budget failed: nothing was claimed.
     public mutating func expansionClaimFailed() -> Action {
         scheduler.claimFailed()
-        if claimerExpanding {
-            // Its turn did not happen: the retry after the backoff is the same statement.
-            (claimerExpanding, claimerJustExpanded, smallJobsForClaimer) = (false, false, true)
-            return .none
-        }
         return expansionClaimEnded() ? .wakeClaimer : .none
     }
 
-    /// Whether the claim service must look again: it was turned away while the expansion claimed, or it ran
-    /// the statement itself and room is left for chunks that were waiting already (that statement takes
-    /// small jobs only).
+    /// Whether the claim service was turned away while the expansion claimed.
     private mutating func expansionClaimEnded() -> Bool {
-        if claimerExpanding {
-            claimerExpanding = false
-            return smallJobsForClaimer || scheduler.wouldClaim(smallWorkWaiting: false)
-        }
         defer { (expansionClaiming, claimerTurnedAway) = (false, false) }
         return claimerTurnedAway
     }
 
     /// One statement expanded `count` small jobs and claimed `claimed` of their chunks with `budget`. The
-    /// claimer is woken to start the chunks the expansion claimed, and, when chunks were left, the budget was
-    /// used up, or (after its own ``Action/expandAndClaim(_:)``) room is left for chunks already waiting, to
-    /// claim.
+    /// claimer is woken to start the claimed chunks, and, when chunks were left or the budget was used up,
+    /// to claim.
     public mutating func smallJobsExpanded(
         _ count: Int, claimed: [(app: String, tokens: Int)], budget: ClaimBudget, unclaimedChunks: Int
     ) -> Action {
         let full = scheduler.claimSucceeded(claimed, budget: budget)
-        let byClaimer = claimerExpanding
-        let lookAgain = expansionClaimEnded()
+        let turnedAway = expansionClaimEnded()
         // Chunks left behind (or more jobs than the budget took) are small work waiting for a claim.
         let leftForClaim = unclaimedChunks > 0 || full ? smallJobsExpanded(count) : .none
         if case .wakeClaimer = leftForClaim { return .wakeClaimer }
-        // The claim service starts what it claimed itself; the expansion's chunks wait in the hand-off.
-        if byClaimer { return lookAgain ? .wakeClaimer : .none }
-        return claimed.isEmpty && !lookAgain ? .none : .wakeClaimer
+        return claimed.isEmpty && !turnedAway ? .none : .wakeClaimer
     }
 
     /// Whether another small-job batch should follow one of `count` jobs out of `batch`.

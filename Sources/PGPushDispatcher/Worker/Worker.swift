@@ -159,7 +159,7 @@ public final class Worker: Service, Sendable {
             logger.error("shutdown: results could not be written within the grace period; their chunks are rescued when the lease runs out", metadata: [
                 "completions": "\(completions)", "notifications": "\(tokens)",
             ])
-        case .claim, .expandAndClaim, .expand, .expandAt, .none:
+        case .claim, .expand, .expandAt, .none:
             // The service that asked carries these out itself.
             break
         }

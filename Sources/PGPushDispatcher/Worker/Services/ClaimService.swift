@@ -41,20 +41,29 @@ struct ClaimService: Service {
                 let throttles = worker.registry.throttles()
                 let (next, draining) = worker.machine.withLock { ($0.nextClaim(throttles: throttles), $0.isDraining) }
                 if draining { break }
-                guard next.isClaimTurn else {
+                guard case .claim(let budget) = next else {
                     worker.perform(next)
                     continue
                 }
                 do {
                     // A claim waiting on an unreachable database must not hold the shutdown until its deadline;
                     // if one is cut short after it took chunks, their leases run out and they are rescued.
-                    let (claimed, after) = try await cancelWhenGracefulShutdown { try await take(next) }
+                    let claimed = try await cancelWhenGracefulShutdown { try await claim(budget) }
                     failures = 0
+                    worker.readiness.store(true, ordering: .relaxed)
+                    worker.databaseAnswered()
+                    worker.heldChunks.withLock { $0.formUnion(claimed.map(\.id)) }
+                    // Recorded as held before the chunks start: one that ends at once (its job was cancelled)
+                    // must not free room that was never taken.
+                    let next = worker.machine.withLock {
+                        $0.claimSucceeded(claimed.map { ($0.appID, $0.estimatedTokens) }, budget: budget)
+                    }
                     for chunk in claimed {
                         chunks.addTask { await ChunkRun(worker: worker, chunk: chunk).run() }
                     }
-                    worker.perform(after)
+                    worker.perform(next)
                 } catch {
+                    worker.perform(worker.machine.withLock { $0.claimFailed() })
                     if worker.machine.withLock(\.isDraining) { break }
                     failures += 1
                     worker.readiness.store(false, ordering: .relaxed)
@@ -68,35 +77,6 @@ struct ClaimService: Service {
                 chunks.addTask { await ChunkRun(worker: worker, chunk: chunk).run() }
             }
             // Leaving the group's scope waits for the chunks still sending.
-        }
-    }
-
-    /// Carries out a claim turn (``WorkerStateMachine/Action/claim(_:)`` or
-    /// ``WorkerStateMachine/Action/expandAndClaim(_:)``): the chunks to start, recorded as held already (one
-    /// that ends at once, its job cancelled, must not free room that was never taken), and what to do next.
-    private func take(_ next: WorkerStateMachine<ChunkCompletion>.Action) async throws -> ([ClaimedChunk], WorkerStateMachine<ChunkCompletion>.Action) {
-        switch next {
-        case .claim(let budget):
-            let claimed: [ClaimedChunk]
-            do {
-                claimed = try await claim(budget)
-            } catch {
-                worker.perform(worker.machine.withLock { $0.claimFailed() })
-                throw error
-            }
-            worker.readiness.store(true, ordering: .relaxed)
-            worker.databaseAnswered()
-            worker.heldChunks.withLock { $0.formUnion(claimed.map(\.id)) }
-            let after = worker.machine.withLock {
-                $0.claimSucceeded(claimed.map { ($0.appID, $0.estimatedTokens) }, budget: budget)
-            }
-            return (claimed, after)
-        case .expandAndClaim(let budget):
-            let (claimed, after, more) = try await worker.expandAndClaimSmallJobs(budget: budget)
-            if more { worker.expansionWake.signal() }
-            return (claimed, after)
-        default:
-            return ([], next)
         }
     }
 

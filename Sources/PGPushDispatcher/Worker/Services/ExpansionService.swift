@@ -11,6 +11,9 @@ import ServiceLifecycle
 struct ExpansionService: Service {
     let worker: Worker
 
+    static let smallJobBatch = 1000
+    static let smallestBatch = 100
+
     func run() async {
         await cancelWhenGracefulShutdown {
             var failures = 0
@@ -46,22 +49,62 @@ struct ExpansionService: Service {
     }
 
     /// One batch of due small jobs, expanded into this worker's room: their chunks are claimed as they are
-    /// made, when the claim would have taken them next. While the claim service claims, the batch is left to
-    /// its next turn; without room the jobs stay queued (see expansionClaim). A full batch wakes this service
-    /// again, so the claim service gets its turns in between.
+    /// made, when the claim would have taken them next. Without room they stay queued (see expansionClaim).
+    /// A full batch wakes this service again, so the claim service gets its turns in between.
     private func expandSmallJobs() async throws {
         let throttles = worker.registry.throttles()
         let (claiming, claimIsRunning) = worker.machine.withLock { ($0.expansionClaim(throttles: throttles), $0.claimIsRunning) }
         guard let budget = claiming else {
-            if claimIsRunning { worker.claimWake.signal() }
+            if claimIsRunning { try await expandWithoutClaiming() }
             return
         }
+        // A job is at least one notification: more than the room could not all be claimed. A small room still
+        // expands a batch worth its statement; what it cannot take is left for the claim service.
+        let limit = max(min(Self.smallJobBatch, budget.maximumChunks, budget.room), Self.smallestBatch)
         // Cancelled by shutdown like the claim service's claim, so an unreachable database cannot hold the
         // shutdown for a statement's deadline; chunks a cut-short statement took are rescued after their lease.
-        let (claimed, next, more) = try await worker.expandAndClaimSmallJobs(budget: budget)
-        if !worker.claimHandOff.offer(claimed) { await Self.giveBack(claimed, worker: worker) }
-        worker.perform(next)
+        let (action, more) = try await Self.claimSmallJobs(worker: worker, budget: budget, limit: limit)
+        worker.perform(action)
         if more { worker.expansionWake.signal() }
+    }
+
+    /// While the claim service claims: small jobs become chunks at once, which that claim or the next takes
+    /// in priority order (ahead of a broadcast's chunks of lower priority).
+    private func expandWithoutClaiming() async throws {
+        while true {
+            let expanded = try await worker.store.expandDueSmallJobs(chunkSize: worker.configuration.chunkSize, limit: Self.smallJobBatch)
+            let (action, more) = worker.machine.withLock {
+                ($0.smallJobsExpanded(expanded), $0.hasMoreSmallJobs(expanded, batch: Self.smallJobBatch))
+            }
+            worker.perform(action)
+            if !more { break }
+        }
+    }
+
+    private static func claimSmallJobs(
+        worker: Worker, budget: ClaimBudget, limit: Int
+    ) async throws -> (WorkerStateMachine<ChunkCompletion>.Action, Bool) {
+        let expansion: QueueStore.SmallJobExpansion
+        do {
+            expansion = try await worker.store.expandDueSmallJobs(
+                chunkSize: worker.configuration.chunkSize, limit: limit, claiming: budget, lease: worker.configuration.lease)
+        } catch {
+            worker.perform(worker.machine.withLock { $0.expansionClaimFailed() })
+            throw error
+        }
+        // A claim like the claim service's: it shows the primary answering, as that one's does.
+        worker.readiness.store(true, ordering: .relaxed)
+        worker.databaseAnswered()
+        let claimed = expansion.claimed
+        if !claimed.isEmpty { worker.heldChunks.withLock { $0.formUnion(claimed.map(\.id)) } }
+        // Recorded as held before the chunks can start, so their answers never free room not yet taken.
+        let (action, more) = worker.machine.withLock {
+            ($0.smallJobsExpanded(expansion.jobs, claimed: claimed.map { ($0.appID, $0.estimatedTokens) },
+                                  budget: budget, unclaimedChunks: expansion.unclaimedChunks),
+             $0.hasMoreSmallJobs(expansion.jobs, batch: limit))
+        }
+        if !worker.claimHandOff.offer(claimed) { await giveBack(claimed, worker: worker) }
+        return (action, more)
     }
 
     /// Shutdown began while the statement ran: the chunks it claimed are released unsent, or rescued after
