@@ -105,6 +105,37 @@ extension EndToEndTests {
             }
         }
 
+        /// One-token jobs claimed together are sent from one task, and each is finished once its own answer is
+        /// in, not once the slowest answer of the batch is: with APNs answering after 20 ms to 2.5 s, 32 jobs
+        /// committed at once (one claim) are written a few write cycles after their own answers. Waiting for
+        /// the batch would hold the median job about a second (the rest of the 2.5 s spread).
+        @Test func oneTokenJobsClaimedTogetherEachFinishOnTheirOwnAnswer() async throws {
+            try await Fleet.with(configure: { $0.faults.latency = .uniform(.milliseconds(20), .milliseconds(2500)) }) { fleet in
+                try await fleet.createApp()
+                let rows = try await fleet.db.exec("""
+                    SELECT push.enqueue('app', '{"aps":{"alert":"hello"}}', tokens => ARRAY[lpad(to_hex(g), 64, 'e')])
+                      FROM generate_series(1, 32) AS g
+                    """)
+                let jobs = try rows.map { try $0.decode(Int64.self) }
+                let worker = try fleet.startWorker()
+                for job in jobs { #expect(try await fleet.waitForJob(job, timeout: .seconds(60)) == "done") }
+                await worker.stop()
+                let ids = jobs.map(String.init).joined(separator: ",")
+                let waits = try await fleet.db.exec(PostgresQuery(unsafeSQL: """
+                    SELECT (1000 * extract(epoch FROM finished_at - first_sent_at))::int8 FROM push.jobs
+                     WHERE id IN (\(ids)) ORDER BY 1
+                    """)).map { try $0.decode(Int64.self) }
+                let answerSpread = try await fleet.count(PostgresQuery(unsafeSQL: """
+                    SELECT (1000 * extract(epoch FROM max(first_sent_at) - min(first_sent_at)))::int8 FROM push.jobs WHERE id IN (\(ids))
+                    """))
+                #expect(waits.count == 32)
+                #expect(answerSpread >= 1500, "the answers came \(answerSpread) ms apart: too close to tell")
+                #expect(waits[waits.count / 2] <= 400, "answer→finish per job (ms): \(waits)")
+                #expect(fleet.simulator.ledger.acceptedCount == 32)
+                #expect(fleet.simulator.ledger.duplicates.isEmpty)
+            }
+        }
+
         @Test func aRateLimitedAppHoldsNoRoomItsNeighbourNeeds() async throws {
             try await Fleet.with(configure: Self.latency) { fleet in
                 try await fleet.createApp("slow", rateLimit: 200)

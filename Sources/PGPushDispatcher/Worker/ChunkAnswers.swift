@@ -8,7 +8,7 @@ final class ChunkAnswers: Sendable {
         var answers: [ChunkProcessor.Answer] = []
         var expected = 0
         var sealed = false
-        var waiter: CheckedContinuation<[ChunkProcessor.Answer], Never>?
+        var waiter: (@Sendable ([ChunkProcessor.Answer]) -> Void)?
     }
 
     private let state: Mutex<State>
@@ -25,25 +25,31 @@ final class ChunkAnswers: Sendable {
     }
 
     func add(_ answer: ChunkProcessor.Answer) {
-        let ready = state.withLock { state -> (CheckedContinuation<[ChunkProcessor.Answer], Never>, [ChunkProcessor.Answer])? in
+        let ready = state.withLock { state -> (@Sendable ([ChunkProcessor.Answer]) -> Void, [ChunkProcessor.Answer])? in
             state.answers.append(answer)
             guard state.sealed, state.answers.count == state.expected, let waiter = state.waiter else { return nil }
             state.waiter = nil
             return (waiter, state.answers)
         }
-        if let (waiter, answers) = ready { waiter.resume(returning: answers) }
+        if let (waiter, answers) = ready { waiter(answers) }
     }
 
-    /// Waits until every expected answer is in (each request ends by its deadline at the latest) and returns them.
+    /// No more requests will start: `handler` gets every answer once the last expected one is in (each request
+    /// ends by its deadline at the latest), at once if they all are, else where the last one arrives.
+    func whenAll(_ handler: @escaping @Sendable ([ChunkProcessor.Answer]) -> Void) {
+        let answers = state.withLock { state -> [ChunkProcessor.Answer]? in
+            state.sealed = true
+            if state.answers.count == state.expected { return state.answers }
+            state.waiter = handler
+            return nil
+        }
+        if let answers { handler(answers) }
+    }
+
+    /// Waits until every expected answer is in and returns them (see ``whenAll(_:)``).
     func all() async -> [ChunkProcessor.Answer] {
         await withCheckedContinuation { continuation in
-            let answers = state.withLock { state -> [ChunkProcessor.Answer]? in
-                state.sealed = true
-                if state.answers.count == state.expected { return state.answers }
-                state.waiter = continuation
-                return nil
-            }
-            if let answers { continuation.resume(returning: answers) }
+            whenAll { continuation.resume(returning: $0) }
         }
     }
 }

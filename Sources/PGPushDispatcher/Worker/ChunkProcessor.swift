@@ -34,16 +34,46 @@ struct ChunkProcessor: Sendable {
         // unsent). A token list is in the claimed row already: the shutdown watch (a task group of two child
         // tasks) would cost a one-token job more than its send does.
         let tokens = chunk.kind == .tokens ? chunk.tokens : try await readTokens(of: chunk)
-        if let settled = settledWithoutSending(chunk, tokens: tokens, verdicts: verdicts) { return settled }
+        switch await start(chunk, tokens: tokens, room: room, verdicts: verdicts) {
+        case .settled(let completion):
+            return completion
+        case .sending(let sending):
+            return finish(sending, answers: await sending.answers.all())
+        }
+    }
+
+    /// A chunk whose requests are out: what its completion needs once the last answer is in
+    /// (``finish(_:answers:)``). It holds its app's sender checked out until then.
+    struct Sending: Sendable {
+        let chunk: ClaimedChunk
+        let readTokens: Int
+        let tally: Tally
+        let provider: ProviderRequests
+        let sender: AppSender
+        let answers: ChunkAnswers
+    }
+
+    enum Start: Sendable {
+        /// Nothing was sent, or nothing is left to wait for: the completion is ready.
+        case settled(ChunkCompletion)
+        case sending(Sending)
+    }
+
+    /// Starts the chunk's requests, each as the app's limits let it, without waiting for their answers.
+    func start(_ chunk: ClaimedChunk, tokens: [String], room: RoomReservation, verdicts: JobVerdicts) async -> Start {
+        if let settled = settledWithoutSending(chunk, tokens: tokens, verdicts: verdicts) { return .settled(settled) }
         let role: SenderRole = chunk.job.channelID == nil ? .push : .broadcasts
         guard let sender = await registry.checkOutSender(for: chunk.appID, platform: chunk.platform, role: role) else {
-            return Self.givenBack(chunk, tokens: tokens)
+            return .settled(Self.givenBack(chunk, tokens: tokens))
         }
-        defer { sender.checkIn() }
-        guard !appHealth.isPaused(chunk.appID) else { return Self.givenBack(chunk, tokens: tokens) }
+        guard !appHealth.isPaused(chunk.appID) else {
+            sender.checkIn()
+            return .settled(Self.givenBack(chunk, tokens: tokens))
+        }
         guard let provider = try? ProviderRequests(chunk: chunk, sender: sender) else {
+            sender.checkIn()
             // Validated at enqueue, so only a damaged row gets here: fail the job's tokens, send nothing.
-            return notSent(chunk, tokens: tokens, reason: ProviderRequests.invalidFCMMessage)
+            return .settled(notSent(chunk, tokens: tokens, reason: ProviderRequests.invalidFCMMessage))
         }
         var tally = Tally()
         let answers = ChunkAnswers(capacity: tokens.count)
@@ -74,7 +104,13 @@ struct ChunkProcessor: Sendable {
                 for: token, chunk: chunk, provider: provider, sender: sender, room: room, verdicts: verdicts, answers: answers)
             await sender.pool.start(request, onOutcome: onOutcome)
         }
-        return settle(await answers.all(), tally: tally, chunk: chunk, provider: provider, readTokens: tokens.count)
+        return .sending(Sending(chunk: chunk, readTokens: tokens.count, tally: tally, provider: provider, sender: sender, answers: answers))
+    }
+
+    /// The completion of a chunk whose answers are all in; hands its sender back.
+    func finish(_ sending: Sending, answers: [Answer]) -> ChunkCompletion {
+        defer { sending.sender.checkIn() }
+        return settle(answers, tally: sending.tally, chunk: sending.chunk, provider: sending.provider, readTokens: sending.readTokens)
     }
 
     @inline(never)
@@ -221,7 +257,7 @@ struct ChunkProcessor: Sendable {
     }
 
     /// What the answers of one chunk add up to.
-    struct Tally {
+    struct Tally: Sendable {
         var outcomes: [FinalOutcome] = []
         var transient: [(token: String, status: Int, reason: String)] = []
         /// The longest `Retry-After` among the transient failures.

@@ -10,23 +10,15 @@ struct ChunkRun: Sendable {
 
     func run() async {
         let (worker, chunk) = (self.worker, self.chunk)
-        let small = worker.machine.withLock { $0.isSmall(tokens: chunk.estimatedTokens) }
-        let room = RoomReservation(tokens: chunk.estimatedTokens) { tokens in
-            worker.perform(worker.machine.withLock { $0.tokensFinished(app: chunk.appID, tokens: tokens, small: small) })
-        }
+        let room = worker.roomReservation(for: chunk)
         defer { room.releaseRest() }
-        let processor = ChunkProcessor(
-            maximumClaims: worker.configuration.maximumClaims, retryPolicy: worker.configuration.retryPolicy, store: worker.store,
-            registry: worker.registry, appHealth: worker.appHealth, metrics: worker.metrics, logger: worker.logger,
-            stopSending: worker.stopSending)
+        let processor = worker.chunkProcessor()
 
         var failures = 0
         while true {
             do {
                 let completion = try await processor.process(chunk, room: room, verdicts: worker.verdicts)
-                room.releaseRest()
-                let records = completion.outcomes.count + completion.requeued.reduce(0) { $0 + $1.tokens.count }
-                worker.perform(worker.machine.withLock { $0.chunkCompleted(completion, records: records) })
+                worker.chunkFinished(completion, room: room)
                 return
             } catch {
                 failures += 1
@@ -51,5 +43,28 @@ struct ChunkRun: Sendable {
         worker.report(error, "reading the chunk failed; retrying", metadata: metadata)
         try? await Task.sleep(for: Worker.backoff(failures))
         return false
+    }
+}
+
+extension Worker {
+    func chunkProcessor() -> ChunkProcessor {
+        ChunkProcessor(
+            maximumClaims: configuration.maximumClaims, retryPolicy: configuration.retryPolicy, store: store,
+            registry: registry, appHealth: appHealth, metrics: metrics, logger: logger, stopSending: stopSending)
+    }
+
+    /// The room a claimed chunk holds, freed in the scheduler as its answers arrive.
+    func roomReservation(for chunk: ClaimedChunk) -> RoomReservation {
+        let small = machine.withLock { $0.isSmall(tokens: chunk.estimatedTokens) }
+        return RoomReservation(tokens: chunk.estimatedTokens) { [self] tokens in
+            perform(machine.withLock { $0.tokensFinished(app: chunk.appID, tokens: tokens, small: small) })
+        }
+    }
+
+    /// A chunk ended: its room is free, and its completion goes to the result writer.
+    func chunkFinished(_ completion: ChunkCompletion, room: RoomReservation) {
+        room.releaseRest()
+        let records = completion.outcomes.count + completion.requeued.reduce(0) { $0 + $1.tokens.count }
+        perform(machine.withLock { $0.chunkCompleted(completion, records: records) })
     }
 }

@@ -34,9 +34,7 @@ struct ClaimService: Service {
             var failures = 0
             for await _ in worker.claimWake.signals {
                 worker.health.withLock { $0.loopTurned(at: .now) }
-                for chunk in worker.claimHandOff.take() {
-                    chunks.addTask { await ChunkRun(worker: worker, chunk: chunk).run() }
-                }
+                start(worker.claimHandOff.take(), in: &chunks)
                 worker.verdictWake.signal()
                 let throttles = worker.registry.throttles()
                 let (next, draining) = worker.machine.withLock { ($0.nextClaim(throttles: throttles), $0.isDraining) }
@@ -58,9 +56,7 @@ struct ClaimService: Service {
                     let next = worker.machine.withLock {
                         $0.claimSucceeded(claimed.map { ($0.appID, $0.estimatedTokens) }, budget: budget)
                     }
-                    for chunk in claimed {
-                        chunks.addTask { await ChunkRun(worker: worker, chunk: chunk).run() }
-                    }
+                    start(claimed, in: &chunks)
                     worker.perform(next)
                 } catch {
                     worker.perform(worker.machine.withLock { $0.claimFailed() })
@@ -73,10 +69,28 @@ struct ClaimService: Service {
                 }
             }
             // Chunks the expansion claimed meanwhile give themselves back: sending has stopped.
-            for chunk in worker.claimHandOff.close() {
-                chunks.addTask { await ChunkRun(worker: worker, chunk: chunk).run() }
-            }
+            start(worker.claimHandOff.close(), in: &chunks)
             // Leaving the group's scope waits for the chunks still sending.
+        }
+    }
+
+    /// Sends claimed chunks: one-token chunks in batches (``ChunkBatchRun``), every other chunk in a task of its
+    /// own.
+    private func start(_ claimed: [ClaimedChunk], in chunks: inout DiscardingTaskGroup) {
+        var batch: [ClaimedChunk] = []
+        for chunk in claimed {
+            guard ChunkBatchRun.takes(chunk) else {
+                chunks.addTask { await ChunkRun(worker: worker, chunk: chunk).run() }
+                continue
+            }
+            batch.append(chunk)
+            if batch.count == ChunkBatchRun.maximumChunks {
+                chunks.addTask { [batch] in await ChunkBatchRun(worker: worker, chunks: batch).run() }
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        if !batch.isEmpty {
+            chunks.addTask { [batch] in await ChunkBatchRun(worker: worker, chunks: batch).run() }
         }
     }
 

@@ -1,0 +1,75 @@
+import PGPushStore
+import Synchronization
+
+/// Sends one-token chunks from one task: a task of its own per one-user job cost more than the job's send
+/// (creating it, its frames, a resume for its answer). The chunks start in claim order, which is priority
+/// order; each completes on its own where its answer arrives, not after the others of the batch.
+struct ChunkBatchRun: Sendable {
+    /// One-token chunks in one task at most.
+    static let maximumChunks = 32
+
+    let worker: Worker
+    let chunks: [ClaimedChunk]
+
+    /// Whether a claimed chunk is sent in a batch rather than in a ``ChunkRun`` of its own: a token list of one
+    /// (it reads nothing from the database, so nothing of it can fail and be retried).
+    static func takes(_ chunk: ClaimedChunk) -> Bool {
+        chunk.kind == .tokens && chunk.tokens.count == 1
+    }
+
+    func run() async {
+        let processor = worker.chunkProcessor()
+        let unfinished = Countdown(chunks.count)
+        for chunk in chunks {
+            let room = worker.roomReservation(for: chunk)
+            switch await processor.start(chunk, tokens: chunk.tokens, room: room, verdicts: worker.verdicts) {
+            case .settled(let completion):
+                worker.chunkFinished(completion, room: room)
+                unfinished.countDown()
+            case .sending(let sending):
+                let worker = self.worker
+                sending.answers.whenAll { answers in
+                    worker.chunkFinished(processor.finish(sending, answers: answers), room: room)
+                    unfinished.countDown()
+                }
+            }
+        }
+        // Held until the last answer, like a ChunkRun: the claim service's shutdown waits for its chunks.
+        await unfinished.reachedZero()
+    }
+}
+
+/// Counts the batch's chunks down as they complete, and lets the batch's task wait for the last.
+final class Countdown: Sendable {
+    private struct State {
+        var left: Int
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    private let state: Mutex<State>
+
+    init(_ count: Int) {
+        state = Mutex(State(left: count))
+    }
+
+    func countDown() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.left -= 1
+            guard state.left == 0 else { return nil }
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    func reachedZero() async {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state -> Bool in
+                if state.left <= 0 { return true }
+                state.waiter = continuation
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+}
