@@ -60,11 +60,24 @@ struct ChunkProcessor: Sendable {
     }
 
     /// Starts the chunk's requests, each as the app's limits let it, without waiting for their answers.
-    func start(_ chunk: ClaimedChunk, tokens: [String], room: RoomReservation, verdicts: JobVerdicts) async -> Start {
-        if let settled = settledWithoutSending(chunk, tokens: tokens, verdicts: verdicts) { return .settled(settled) }
+    /// `checkedOut` is the chunk's sender when the caller has checked it out already (a batch of one app's
+    /// chunks); the chunk checks it in when done, as one it checked out itself.
+    func start(
+        _ chunk: ClaimedChunk, tokens: [String], room: RoomReservation, verdicts: JobVerdicts, checkedOut: AppSender? = nil
+    ) async -> Start {
+        if let settled = settledWithoutSending(chunk, tokens: tokens, verdicts: verdicts) {
+            checkedOut?.checkIn()
+            return .settled(settled)
+        }
         let role: SenderRole = chunk.job.channelID == nil ? .push : .broadcasts
-        guard let sender = await registry.checkOutSender(for: chunk.appID, platform: chunk.platform, role: role) else {
-            return .settled(Self.givenBack(chunk, tokens: tokens))
+        let sender: AppSender
+        if let checkedOut {
+            sender = checkedOut
+        } else {
+            guard let fresh = await registry.checkOutSender(for: chunk.appID, platform: chunk.platform, role: role) else {
+                return .settled(Self.givenBack(chunk, tokens: tokens))
+            }
+            sender = fresh
         }
         guard !appHealth.isPaused(chunk.appID) else {
             sender.checkIn()

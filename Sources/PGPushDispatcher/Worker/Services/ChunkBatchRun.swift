@@ -20,13 +20,27 @@ struct ChunkBatchRun: Sendable {
     func run() async {
         let processor = worker.chunkProcessor()
         let unfinished = Countdown(chunks.count)
+        // The sender of the last chunk's app, held checked out by the batch while it starts chunks: the next
+        // chunk of the same app takes it without a turn on the registry's actor. A sender checked out is never
+        // closed as idle, and one replaced meanwhile (new credentials) is only used as a chunk in flight would.
+        var shared: AppSender?
         for chunk in chunks {
             let room = worker.roomReservation(for: chunk)
-            switch await processor.start(chunk, tokens: chunk.tokens, room: room, verdicts: worker.verdicts) {
+            var checkedOut: AppSender?
+            if let shared, Self.sender(shared, serves: chunk) {
+                shared.usage.checkOut()
+                checkedOut = shared
+            }
+            switch await processor.start(chunk, tokens: chunk.tokens, room: room, verdicts: worker.verdicts, checkedOut: checkedOut) {
             case .settled(let completion):
                 worker.chunkFinished(completion, room: room)
                 unfinished.countDown()
             case .sending(let sending):
+                if checkedOut == nil, Self.sender(sending.sender, serves: chunk) {
+                    shared?.checkIn()
+                    sending.sender.usage.checkOut()
+                    shared = sending.sender
+                }
                 let worker = self.worker
                 sending.answers.whenAll { answers in
                     worker.chunkFinished(processor.finish(sending, answers: answers), room: room)
@@ -34,8 +48,15 @@ struct ChunkBatchRun: Sendable {
                 }
             }
         }
+        shared?.checkIn()
         // Held until the last answer, like a ChunkRun: the claim service's shutdown waits for its chunks.
         await unfinished.reachedZero()
+    }
+
+    /// Whether `sender` is the one the registry would check out for the chunk: a device push (not a Live
+    /// Activity channel's broadcast) of the same app to the same provider.
+    private static func sender(_ sender: AppSender, serves chunk: ClaimedChunk) -> Bool {
+        chunk.job.channelID == nil && sender.app.id == chunk.appID && sender.platform == chunk.platform
     }
 }
 
