@@ -152,7 +152,8 @@ extension EndToEndTests {
         /// A debug build is held to a fifth of the broadcast's own duration instead, at least 1.5 s. Three debug
         /// workers, PgBouncer, PostgreSQL and the in-process debug simulator saturate both cores here: the
         /// broadcast takes 20–22 s (1,000 tokens/s), round trips swell, so every worker's adaptive limit sits
-        /// at its floor of 16, and whole connections went 1–3 s without an answer frame (cause not found).
+        /// at its floor of 16, and whole connections went 1–3 s without an answer read: the workers' event loops
+        /// ran up to 2.2 s late, busy opening chunks' requests in a debug build (the simulator's never 150 ms).
         /// The median then varied from 0.34 to 2.8 s over 19 runs of this test alone, and more beside the other
         /// test shard. What the bound still catches is a priority job kept until the broadcast is nearly done
         /// (NOTIFY unheard through the pool, claims starved): like `SchedulingTests`, it waits for requests in
