@@ -265,27 +265,39 @@ final class TransportBenchPlan: Sendable {
     /// Everything recorded so far.
     var tally: TransportBenchTally { shared.withLock { $0 } }
 
-    /// Keeps `inFlight` requests outstanding from one task, as the worker's chunk loop does: a request starts
-    /// when a permit is free (``TransportBenchWindow``) and its answer, on the connection's event loop, records
+    /// Keeps `inFlight` requests outstanding from one task, as the worker's chunk loop does: a request is made
+    /// when a permit is free (``TransportBenchWindow``), the ready ones start together before the task waits
+    /// (at most 64 at once, as the worker's outbox), and an answer, on the connection's event loop, records
     /// it and frees the permit. No task waits per request.
     func drive(pool: HTTP2ConnectionPool, inFlight: Int, deadline: ContinuousClock.Instant) async {
         var system = SystemRandomNumberGenerator()
         var generator = SplitMix64(seed: system.next())
         let window = TransportBenchWindow(limit: inFlight)
+        var ready: [PushSubmission] = []
+        ready.reserveCapacity(64)
         while ContinuousClock.now < deadline {
             let index = next.add(1, ordering: .relaxed).oldValue
             guard index < count else { break }
-            await window.acquire()
+            if !window.tryAcquire() {
+                await pool.start(ready)
+                ready.removeAll(keepingCapacity: true)
+                await window.acquire()
+            }
             let token = tokens.map { $0[index % $0.count] } ?? Self.randomToken(using: &generator)
             let request = APNsRequest(deviceToken: token, topic: topic, apnsID: Self.randomUUID(using: &generator), payload: Self.payload)
             let started = ContinuousClock.now
-            await pool.start(request) { outcome in
+            ready.append(PushSubmission(request: request) { outcome in
                 let latency = ContinuousClock.now - started
                 let label = if case .response(let response) = outcome, response.status == 200 { "200" } else { Self.label(outcome) }
                 self.shared.withLock { $0.record(latency, outcome: label) }
                 window.release()
+            })
+            if ready.count == 64 {
+                await pool.start(ready)
+                ready.removeAll(keepingCapacity: true)
             }
         }
+        await pool.start(ready)
         await window.waitUntilEmpty(deadline: deadline)
     }
 
@@ -369,12 +381,17 @@ final class TransportBenchWindow: Sendable {
 
     init(limit: Int) { self.limit = max(1, limit) }
 
-    func acquire() async {
-        if state.withLock({ state in
+    /// Takes a permit if one is free now, without waiting.
+    func tryAcquire() -> Bool {
+        state.withLock { state in
             guard state.inFlight < limit else { return false }
             state.inFlight += 1
             return true
-        }) { return }
+        }
+    }
+
+    func acquire() async {
+        if tryAcquire() { return }
         await withCheckedContinuation { continuation in
             let now = state.withLock { state -> Bool in
                 if state.inFlight < limit {

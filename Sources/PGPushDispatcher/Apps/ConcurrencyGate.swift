@@ -56,12 +56,7 @@ final class ConcurrencyGate: Sendable {
     }
 
     func acquire(priority: Int = 0) async {
-        let granted = state.withLock { state in
-            guard state.inFlight < state.limit else { return false }
-            state.inFlight += 1
-            return true
-        }
-        if granted { return }
+        if tryAcquire() { return }
         await withCheckedContinuation { continuation in
             let now = state.withLock { state -> Bool in
                 if state.inFlight < state.limit {
@@ -72,6 +67,15 @@ final class ConcurrencyGate: Sendable {
                 return false
             }
             if now { continuation.resume() }
+        }
+    }
+
+    /// Takes a permit if one is free now, without waiting.
+    func tryAcquire() -> Bool {
+        state.withLock { state in
+            guard state.inFlight < state.limit else { return false }
+            state.inFlight += 1
+            return true
         }
     }
 

@@ -61,9 +61,11 @@ struct ChunkProcessor: Sendable {
 
     /// Starts the chunk's requests, each as the app's limits let it, without waiting for their answers.
     /// `checkedOut` is the chunk's sender when the caller has checked it out already (a batch of one app's
-    /// chunks); the chunk checks it in when done, as one it checked out itself.
+    /// chunks); the chunk checks it in when done, as one it checked out itself. With an `outbox` of the
+    /// caller's, the chunk's last requests may still be held in it on return: the caller sends them.
     func start(
-        _ chunk: ClaimedChunk, tokens: [String], room: RoomReservation, verdicts: JobVerdicts, checkedOut: AppSender? = nil
+        _ chunk: ClaimedChunk, tokens: [String], room: RoomReservation, verdicts: JobVerdicts, checkedOut: AppSender? = nil,
+        outbox callersOutbox: PushOutbox? = nil
     ) async -> Start {
         if let settled = settledWithoutSending(chunk, tokens: tokens, verdicts: verdicts) {
             checkedOut?.checkIn()
@@ -90,17 +92,23 @@ struct ChunkProcessor: Sendable {
         }
         var tally = Tally()
         let answers = ChunkAnswers(capacity: tokens.count)
+        let outbox = callersOutbox ?? PushOutbox()
         for token in tokens {
             let step = nextStep(for: token, chunk: chunk, verdicts: verdicts, into: &tally)
             if step == .stop { break }
             if step == .skip { continue }
             // The app's adaptive limit: a misconfigured app gets only a handful of requests out before its
             // errors pause it, and 429/503 slow every chunk of the app down. Higher job priorities go first.
-            await sender.gate.acquire(priority: chunk.priority)
+            if !sender.gate.tryAcquire() {
+                // Held requests hold permits: they must leave before this waits for one, or nothing frees it.
+                await outbox.send()
+                await sender.gate.acquire(priority: chunk.priority)
+            }
             // Checked again right before it goes out: a chunk waiting on the limit, a rate limit or a slow APNs
             // can outlive its job's expiry or a cancel, or see the shutdown or the app's pause begin.
             var next = nextStep(for: token, chunk: chunk, verdicts: verdicts, into: &tally)
             if next == .send, sender.rateLimiter != nil || sender.projectQuota != nil {
+                await outbox.send()
                 do {
                     try await Self.waitForRate(sender)
                     next = nextStep(for: token, chunk: chunk, verdicts: verdicts, into: &tally)
@@ -115,8 +123,9 @@ struct ChunkProcessor: Sendable {
             }
             let (request, onOutcome) = requestAndAnswer(
                 for: token, chunk: chunk, provider: provider, sender: sender, room: room, verdicts: verdicts, answers: answers)
-            await sender.pool.start(request, onOutcome: onOutcome)
+            await outbox.add(PushSubmission(request: request, onOutcome: onOutcome), to: sender.pool)
         }
+        if callersOutbox == nil { await outbox.send() }
         return .sending(Sending(chunk: chunk, readTokens: tokens.count, tally: tally, provider: provider, sender: sender, answers: answers))
     }
 

@@ -85,22 +85,11 @@ final class HTTP2Connection: Sendable {
         return HTTP2Connection(id: id, channel: channel, dispatcher: dispatcher)
     }
 
-    /// Queues the request for the next batch; `onResult` runs on the event loop exactly once.
-    /// The caller has already reserved a stream slot.
-    func startStream(
-        headers: HPACKHeaders,
-        body: [UInt8],
-        timeout: TimeAmount,
-        maximumBodyBytes: Int,
-        keepsBody: Bool = false,
-        onResult: @escaping @Sendable (HTTP2StreamResult) -> Void
-    ) {
-        let pending = HTTP2PendingStream(
-            headers: headers, body: body, timeout: timeout, maximumBodyBytes: maximumBodyBytes, keepsBody: keepsBody,
-            onResult: onResult
-        )
+    /// Queues the requests for the next batch; each one's `onResult` runs on the event loop exactly once.
+    /// The caller has already reserved their stream slots.
+    func startStreams(_ streams: [HTTP2PendingStream]) {
         let mustSchedule = submissions.withLock { submissions in
-            submissions.pending.append(pending)
+            submissions.pending.append(contentsOf: streams)
             defer { submissions.drainScheduled = true }
             return !submissions.drainScheduled
         }

@@ -68,7 +68,7 @@ public final class HTTP2ConnectionPool: Service, Sendable {
         case .failed(let outcome): return outcome
         }
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<ProviderOutcome, Never>) in
-            open(stream) { continuation.resume(returning: $0) }
+            stream.lease.connection.startStreams([pendingStream(stream) { continuation.resume(returning: $0) }])
         }
         if let rejected = rejectedToken(stream, outcome) {
             await rejected.source.reportRejected(rejected.token, reason: rejected.reason)
@@ -86,10 +86,59 @@ public final class HTTP2ConnectionPool: Service, Sendable {
         case .ready(let prepared): stream = prepared
         case .failed(let outcome): return onOutcome(outcome)
         }
-        open(stream) { outcome in
+        stream.lease.connection.startStreams([pendingStream(stream, onOutcome: reportingRejections(stream, onOutcome))])
+    }
+
+    /// Starts several requests as ``start(_:onOutcome:)`` does each, in order. The ones that get a stream slot
+    /// at once are handed to their connections together: one hop to each connection's event loop and one
+    /// flush, where a request at a time from another thread is written alone, a TLS record and a write
+    /// syscall each. The rest wait for slots one by one, behind callers already waiting.
+    public func start(_ batch: [PushSubmission]) async {
+        guard batch.count > 1 else {
+            if let only = batch.first { await start(only.request, onOutcome: only.onOutcome) }
+            return
+        }
+        let token: ProviderToken?
+        switch await currentToken() {
+        case .success(let current): token = current
+        case .failure(let failed):
+            for submission in batch { submission.onOutcome(failed.outcome) }
+            return
+        }
+        let leases = state.withLock { state -> [HTTP2StreamLease] in
+            var leases: [HTTP2StreamLease] = []
+            leases.reserveCapacity(batch.count)
+            while leases.count < batch.count, case .leased(let id) = state.machine.leaseRequested() {
+                leases.append(HTTP2StreamLease(connectionID: id, connection: state.connections[id]!))
+            }
+            return leases
+        }
+        // A pool has a handful of connections: a list searched in place beats a dictionary per batch.
+        var perConnection: [(connection: HTTP2Connection, streams: [HTTP2PendingStream])] = []
+        for (submission, lease) in zip(batch, leases) {
+            let stream = prepared(submission.request, lease: lease, token: token)
+            let pending = pendingStream(stream, onOutcome: reportingRejections(stream, submission.onOutcome))
+            if let index = perConnection.firstIndex(where: { $0.connection === lease.connection }) {
+                perConnection[index].streams.append(pending)
+            } else {
+                perConnection.append((lease.connection, [pending]))
+            }
+        }
+        for (connection, streams) in perConnection { connection.startStreams(streams) }
+        for submission in batch.dropFirst(leases.count) {
+            await start(submission.request, onOutcome: submission.onOutcome)
+        }
+    }
+
+    /// `onOutcome`, after an answer that rejects the request's token has gone to the token's source: the source
+    /// hears of the rejection before the caller does, so a re-send signs a new token. The report awaits the
+    /// source, which the event loop cannot: ``run()`` makes it, then calls `onOutcome`.
+    private func reportingRejections(
+        _ stream: PreparedStream, _ onOutcome: @escaping @Sendable (ProviderOutcome) -> Void
+    ) -> @Sendable (ProviderOutcome) -> Void {
+        guard credentials.tokenSource != nil else { return onOutcome }
+        return { outcome in
             guard let rejected = self.rejectedToken(stream, outcome) else { return onOutcome(outcome) }
-            // The source hears of the rejection before the caller does, so a re-send signs a new token. The
-            // report awaits the source, which the event loop cannot: ``run()`` makes it, then calls `onOutcome`.
             self.rejections.submit(rejected, outcome: outcome, onOutcome: onOutcome)
         }
     }
@@ -109,40 +158,51 @@ public final class HTTP2ConnectionPool: Service, Sendable {
     }
 
     private func prepare<Request: PushRequest>(_ request: Request) async -> Preparation {
-        var token: ProviderToken?
-        if let source = credentials.tokenSource {
-            if let atHand = source.tokenAtHand {
-                token = atHand
-            } else {
-                do {
-                    token = try await source.currentToken()
-                } catch {
-                    // A refusal by the credential's issuer pauses the app; anything else may pass.
-                    if let refusal = error as? CredentialRefusal {
-                        return .failed(.noResponse(.credentialRefused(reason: refusal.reason)))
-                    }
-                    return .failed(.noResponse(.connectFailed(detail: "no provider token: \(error)")))
-                }
-            }
+        let token: ProviderToken?
+        switch await currentToken() {
+        case .success(let current): token = current
+        case .failure(let failed): return .failed(failed.outcome)
         }
         switch await acquireSlot() {
-        case .granted(let lease):
-            let headers = request.headers(authority: authority, authorization: token?.authorizationHeaderValue)
-            return .ready(PreparedStream(
-                lease: lease, headers: headers, body: request.body, keepsBody: Request.keepsResponseBody, token: token))
-        case .failed(let reason):
-            return .failed(.noResponse(reason))
+        case .granted(let lease): return .ready(prepared(request, lease: lease, token: token))
+        case .failed(let reason): return .failed(.noResponse(reason))
         }
     }
 
-    private func open(_ stream: PreparedStream, onOutcome: @escaping @Sendable (ProviderOutcome) -> Void) {
+    private func prepared<Request: PushRequest>(_ request: Request, lease: HTTP2StreamLease, token: ProviderToken?) -> PreparedStream {
+        PreparedStream(
+            lease: lease, headers: request.headers(authority: authority, authorization: token?.authorizationHeaderValue),
+            body: request.body, keepsBody: Request.keepsResponseBody, token: token)
+    }
+
+    /// Why no request can be signed now, as the outcome every such request gets.
+    private struct TokenFailure: Error {
+        var outcome: ProviderOutcome
+    }
+
+    /// The credential's current token (nil without token authentication).
+    private func currentToken() async -> Result<ProviderToken?, TokenFailure> {
+        guard let source = credentials.tokenSource else { return .success(nil) }
+        if let atHand = source.tokenAtHand { return .success(atHand) }
+        do {
+            return .success(try await source.currentToken())
+        } catch {
+            // A refusal by the credential's issuer pauses the app; anything else may pass.
+            if let refusal = error as? CredentialRefusal {
+                return .failure(TokenFailure(outcome: .noResponse(.credentialRefused(reason: refusal.reason))))
+            }
+            return .failure(TokenFailure(outcome: .noResponse(.connectFailed(detail: "no provider token: \(error)"))))
+        }
+    }
+
+    /// The stream as its connection writes it; `onOutcome` hears how it ended, after the pool has freed its slot.
+    private func pendingStream(
+        _ stream: PreparedStream, onOutcome: @escaping @Sendable (ProviderOutcome) -> Void
+    ) -> HTTP2PendingStream {
         let connectionID = stream.lease.connectionID
-        stream.lease.connection.startStream(
-            headers: stream.headers,
-            body: stream.body,
-            timeout: requestTimeout,
-            maximumBodyBytes: configuration.maximumResponseBodyBytes,
-            keepsBody: stream.keepsBody
+        return HTTP2PendingStream(
+            headers: stream.headers, body: stream.body, timeout: requestTimeout,
+            maximumBodyBytes: configuration.maximumResponseBodyBytes, keepsBody: stream.keepsBody
         ) { result in
             onOutcome(self.streamFinished(connectionID, result))
         }

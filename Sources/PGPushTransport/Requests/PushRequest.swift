@@ -14,3 +14,14 @@ public protocol PushRequest: Sendable {
     /// (FCM's error object), or whose successes carry data (an OAuth token).
     static var keepsResponseBody: Bool { get }
 }
+
+/// A request and what to do with its outcome, for ``HTTP2ConnectionPool/start(_:)``.
+public struct PushSubmission: Sendable {
+    public var request: any PushRequest
+    public var onOutcome: @Sendable (ProviderOutcome) -> Void
+
+    public init(request: any PushRequest, onOutcome: @escaping @Sendable (ProviderOutcome) -> Void) {
+        self.request = request
+        self.onOutcome = onOutcome
+    }
+}

@@ -24,6 +24,8 @@ struct ChunkBatchRun: Sendable {
         // chunk of the same app takes it without a turn on the registry's actor. A sender checked out is never
         // closed as idle, and one replaced meanwhile (new credentials) is only used as a chunk in flight would.
         var shared: AppSender?
+        // The batch's requests leave together, not one per chunk.
+        let outbox = PushOutbox()
         for chunk in chunks {
             let room = worker.roomReservation(for: chunk)
             var checkedOut: AppSender?
@@ -31,7 +33,8 @@ struct ChunkBatchRun: Sendable {
                 shared.usage.checkOut()
                 checkedOut = shared
             }
-            switch await processor.start(chunk, tokens: chunk.tokens, room: room, verdicts: worker.verdicts, checkedOut: checkedOut) {
+            switch await processor.start(chunk, tokens: chunk.tokens, room: room, verdicts: worker.verdicts, checkedOut: checkedOut,
+                                        outbox: outbox) {
             case .settled(let completion):
                 worker.chunkFinished(completion, room: room)
                 unfinished.countDown()
@@ -48,6 +51,7 @@ struct ChunkBatchRun: Sendable {
                 }
             }
         }
+        await outbox.send()
         shared?.checkIn()
         // Held until the last answer, like a ChunkRun: the claim service's shutdown waits for its chunks.
         await unfinished.reachedZero()
