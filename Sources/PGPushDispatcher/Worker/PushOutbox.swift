@@ -18,8 +18,6 @@ final class PushOutbox {
         submissions.reserveCapacity(Self.capacity)
     }
 
-    var isEmpty: Bool { submissions.isEmpty }
-
     /// Holds a request for `pool`; the held ones are started first when the pool differs or the outbox is full.
     func add(_ submission: PushSubmission, to pool: HTTP2ConnectionPool) async {
         if let held = self.pool, held !== pool { await send() }
