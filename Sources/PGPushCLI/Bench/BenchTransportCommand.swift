@@ -267,37 +267,31 @@ final class TransportBenchPlan: Sendable {
 
     /// Keeps `inFlight` requests outstanding from one task, as the worker's chunk loop does: a request is made
     /// when a permit is free (``TransportBenchWindow``), the ready ones start together before the task waits
-    /// (at most 64 at once, as the worker's outbox), and an answer, on the connection's event loop, records
+    /// (a ``PushOutbox``, as in the worker), and an answer, on the connection's event loop, records
     /// it and frees the permit. No task waits per request.
     func drive(pool: HTTP2ConnectionPool, inFlight: Int, deadline: ContinuousClock.Instant) async {
         var system = SystemRandomNumberGenerator()
         var generator = SplitMix64(seed: system.next())
         let window = TransportBenchWindow(limit: inFlight)
-        var ready: [PushSubmission] = []
-        ready.reserveCapacity(64)
+        let outbox = PushOutbox()
         while ContinuousClock.now < deadline {
             let index = next.add(1, ordering: .relaxed).oldValue
             guard index < count else { break }
             if !window.tryAcquire() {
-                await pool.start(ready)
-                ready.removeAll(keepingCapacity: true)
+                await outbox.send()
                 await window.acquire()
             }
             let token = tokens.map { $0[index % $0.count] } ?? Self.randomToken(using: &generator)
             let request = APNsRequest(deviceToken: token, topic: topic, apnsID: Self.randomUUID(using: &generator), payload: Self.payload)
             let started = ContinuousClock.now
-            ready.append(PushSubmission(request: request) { outcome in
+            await outbox.add(PushSubmission(request: request) { outcome in
                 let latency = ContinuousClock.now - started
                 let label = if case .response(let response) = outcome, response.status == 200 { "200" } else { Self.label(outcome) }
                 self.shared.withLock { $0.record(latency, outcome: label) }
                 window.release()
-            })
-            if ready.count == 64 {
-                await pool.start(ready)
-                ready.removeAll(keepingCapacity: true)
-            }
+            }, to: pool)
         }
-        await pool.start(ready)
+        await outbox.send()
         await window.waitUntilEmpty(deadline: deadline)
     }
 

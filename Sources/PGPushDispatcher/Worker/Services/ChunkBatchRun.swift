@@ -1,4 +1,5 @@
 import PGPushStore
+import PGPushTransport
 import Synchronization
 
 /// Sends one-token chunks from one task: a task of its own per one-user job cost more than the job's send
