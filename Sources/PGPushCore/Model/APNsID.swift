@@ -1,5 +1,6 @@
 import Crypto
 import struct Foundation.UUID
+import typealias Foundation.uuid_t
 
 /// Deterministic `apns-id` values, so a re-send of the same (job, token) carries the same id and
 /// duplicates can be traced in APNs responses and in `push.deliveries`.
@@ -9,21 +10,48 @@ public enum APNsID {
 
     /// The RFC 4122 version-5 UUID of the name `"<jobID>:<lowercased token>"` in ``namespace``.
     /// The token is lowercased so upper- and lower-case spellings of one token map to one id.
+    ///
+    /// One id is made per request, so the name is hashed in place: building it as a string cost four heap
+    /// allocations, more than the SHA-1 itself.
     public static func make(jobID: Int64, token: String) -> UUID {
-        uuidV5(namespace: namespace, name: "\(jobID):\(token.lowercased())")
+        var hasher = startHash(namespace)
+        var prefix = String(jobID)
+        prefix.append(":")
+        update(&hasher, with: prefix)
+        // Stored tokens are lowercase already (the enqueue normalises them); only others need a lowercased copy.
+        if token.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") || $0 >= 0x80 }) {
+            update(&hasher, with: token.lowercased())
+        } else {
+            update(&hasher, with: token)
+        }
+        return finish(hasher)
     }
 
     /// RFC 4122 §4.3: SHA-1 over namespace bytes then name bytes, first 16 bytes, version 5, variant 10.
     static func uuidV5(namespace: UUID, name: String) -> UUID {
+        var hasher = startHash(namespace)
+        update(&hasher, with: name)
+        return finish(hasher)
+    }
+
+    private static func startHash(_ namespace: UUID) -> Insecure.SHA1 {
         var hasher = Insecure.SHA1()
         withUnsafeBytes(of: namespace.uuid) { hasher.update(bufferPointer: $0) }
-        hasher.update(data: Array(name.utf8))
-        var bytes = Array(hasher.finalize().prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x50
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return UUID(uuid: (
-            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
-        ))
+        return hasher
+    }
+
+    private static func update(_ hasher: inout Insecure.SHA1, with text: String) {
+        var text = text
+        text.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+    }
+
+    private static func finish(_ hasher: Insecure.SHA1) -> UUID {
+        var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        hasher.finalize().withUnsafeBytes { digest in
+            withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: digest.prefix(16))) }
+        }
+        uuid.6 = (uuid.6 & 0x0F) | 0x50
+        uuid.8 = (uuid.8 & 0x3F) | 0x80
+        return UUID(uuid: uuid)
     }
 }
