@@ -110,6 +110,46 @@ struct StreamDispatcherTests {
         }
     }
 
+    @Test func responseHeadersAreReadOnceEachWhateverTheirOrderOrCase() throws {
+        let harness = try Harness()
+        harness.open(tag: 1)
+        harness.open(tag: 2)
+        _ = try harness.written()
+        let apnsID = "7d9a4e42-7bd8-4ef5-9a41-1d6e4d6a42b3"
+        // A 429 with its headers after others and spelled in capitals, and a repeated header: the first wins.
+        let limited = HPACKHeaders([
+            ("server", "apns"), (":status", "429"), ("Retry-After", "7"), ("retry-after", "99"),
+            ("APNS-ID", apnsID), ("apns-id", "00000000-0000-0000-0000-000000000000"),
+        ])
+        try harness.channel.writeInbound(HTTP2Frame(streamID: 1, payload: .headers(.init(headers: limited, endStream: true))))
+        // A success's retry-after is not a wait the caller should honour.
+        let success = HPACKHeaders([(":status", "200"), ("retry-after", "5"), ("apns-id", apnsID)])
+        try harness.channel.writeInbound(HTTP2Frame(streamID: 3, payload: .headers(.init(headers: success, endStream: true))))
+        harness.deliver()
+        let responses = harness.recorder.delivered.compactMap { entry -> ProviderResponse? in
+            if case .response(let response) = entry.result { return response }
+            return nil
+        }
+        #expect(responses.map(\.status) == [429, 200])
+        #expect(responses.map(\.retryAfter) == ["7", nil])
+        #expect(responses.map { $0.apnsID?.apnsIDString } == [apnsID, apnsID])
+    }
+
+    @Test func headersWithoutAStatusEndTheStreamAsMissingIt() throws {
+        let harness = try Harness()
+        harness.open(tag: 1)
+        _ = try harness.written()
+        let headers = HPACKHeaders([("apns-id", "7d9a4e42-7bd8-4ef5-9a41-1d6e4d6a42b3"), (":status", "two hundred")])
+        try harness.channel.writeInbound(HTTP2Frame(streamID: 1, payload: .headers(.init(headers: headers, endStream: true))))
+        harness.deliver()
+        guard case .closed(_, let resetCode, let sawHeadersWithoutStatus)? = harness.recorder.delivered.first?.result else {
+            Issue.record("expected a stream closed without a response, got \(harness.recorder.delivered)")
+            return
+        }
+        #expect(resetCode == nil)
+        #expect(sawHeadersWithoutStatus)
+    }
+
     @Test func keptBodyIsReturnedUnparsed() throws {
         let harness = try Harness()
         harness.open(tag: 1, keepsBody: true)

@@ -32,7 +32,7 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
-    private struct OpenStream {
+    struct OpenStream {
         var onResult: @Sendable (HTTP2StreamResult) -> Void
         var deadline: NIODeadline
         var maximumBodyBytes: Int
@@ -202,15 +202,7 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
             guard let index = streams.index(forKey: frame.streamID) else { return }
             // Trailers (a second HEADERS) never carry :status; only the first block sets it.
             if streams.values[index].status == nil {
-                if let statusText = headers.headers.first(name: ":status"), let status = Int(statusText) {
-                    streams.values[index].status = status
-                    streams.values[index].apnsID = headers.headers.first(name: "apns-id").flatMap { UUID(apnsIDString: $0) }
-                    if status != 200 { streams.values[index].retryAfter = headers.headers.first(name: "retry-after") }
-                    // Only the broadcast channel API sends it (with 201, on creation); the scan costs little.
-                    streams.values[index].channelID = headers.headers.first(name: "apns-channel-id")
-                } else {
-                    streams.values[index].sawHeadersWithoutStatus = true
-                }
+                Self.readResponseHeaders(headers.headers, into: &streams.values[index])
             }
             if headers.endStream { finishWithResponse(frame.streamID) }
         case .data(let data):
@@ -297,33 +289,6 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
     private func closeStream(_ streamID: HTTP2StreamID, resetCode: UInt32?) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
         report(Self.endWithoutResponse(stream, streamID: streamID, resetCode: resetCode), to: stream.onResult)
-    }
-
-    /// A stream that closed before END_STREAM: a response if its status arrived and nothing reset it.
-    private static func endWithoutResponse(_ stream: OpenStream, streamID: HTTP2StreamID, resetCode: UInt32?) -> HTTP2StreamResult {
-        if stream.status != nil, resetCode == nil {
-            return response(of: stream, streamID: streamID)
-        }
-        return .closed(streamID: Int(streamID), resetCode: resetCode, sawHeadersWithoutStatus: stream.sawHeadersWithoutStatus)
-    }
-
-    private static func response(of stream: OpenStream, streamID: HTTP2StreamID) -> HTTP2StreamResult {
-        guard let status = stream.status else {
-            return .closed(streamID: Int(streamID), resetCode: nil, sawHeadersWithoutStatus: true)
-        }
-        // An error's reason is parsed whether or not the body is kept: the broadcast channel API keeps its
-        // bodies (they carry data on success) and still answers errors in APNs' shape. FCM's and OAuth's error
-        // bodies have no top-level reason, so theirs stays nil.
-        let body = (200..<300).contains(status) ? APNsResponseBody() : APNsResponseBody.parse(stream.body)
-        return .response(ProviderResponse(
-            status: status,
-            reason: body.reason,
-            timestampMilliseconds: body.timestampMilliseconds,
-            apnsID: stream.apnsID,
-            retryAfter: stream.retryAfter,
-            channelID: stream.channelID,
-            body: stream.keepsBody ? stream.body : []
-        ))
     }
 
     /// Returns stream-level flow-control credit for a response body that spans several DATA frames. Push
