@@ -34,6 +34,7 @@ let migrationFiles = [
     "0019_dashboard_grants.sql",
     "0020_cheaper_enqueue.sql",
     "0021_large_job_look.sql",
+    "0022_enqueue_fast_path.sql",
 ]
 
 let package = Package(
