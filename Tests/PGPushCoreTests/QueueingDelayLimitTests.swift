@@ -33,6 +33,18 @@ import Testing
         #expect(limit.limit == 16, "never below the minimum")
     }
 
+    /// The defaults: on a 30 ms path, answers after 55 ms already mean a queue. With the earlier 1.5 × base +
+    /// 15 ms (60 ms here), urgent one-token jobs during a broadcast waited behind it: p99 172–177 ms against
+    /// 123–135 ms (BENCHMARKS.md).
+    @Test func byDefaultAQueueOfAQuarterOfTheBaseDelayShrinksTheLimit() {
+        var limit = Limit()
+        window(&limit, .milliseconds(30), at: t0)
+        #expect(limit.target == .milliseconds(47.5), "1.25 × the 30 ms base plus 10 ms")
+        window(&limit, .milliseconds(55), at: t0 + .milliseconds(100))
+        #expect(limit.limit < 1000)
+        #expect(limit.limit == Int(1000 * 47.5 / 55))
+    }
+
     @Test func onceTheQueueDrainsTheLimitGrowsBackToTheMaximum() {
         var limit = Limit(configuration: .init(minimum: 16, maximum: 1000, growth: 0.05))
         window(&limit, .milliseconds(30), at: t0)

@@ -22,7 +22,7 @@ public struct QueueingDelayLimit: Sendable {
         /// The most one window of slow answers may take off the limit, as a factor.
         public var deepestCut: Double
 
-        public init(minimum: Int = 16, maximum: Int = 1000, tolerance: Double = 1.5, slack: Duration = .milliseconds(15),
+        public init(minimum: Int = 16, maximum: Int = 1000, tolerance: Double = 1.25, slack: Duration = .milliseconds(10),
                     baseWindow: Duration = .seconds(30), growth: Double = 0.05, deepestCut: Double = 0.5) {
             self.minimum = max(1, minimum)
             self.maximum = max(self.minimum, maximum)
