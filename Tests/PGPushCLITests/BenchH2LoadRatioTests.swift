@@ -30,6 +30,8 @@ struct BenchH2LoadRatioTests {
         #expect(h2loadRate > 0 && rate > 0)
         #expect(abs(share - rate / h2loadRate) < 1e-6 * max(share, 1))
         #expect((jsonDouble(report["worker_cpu_us_per_token"]) ?? 0) > 0)
+        // h2load's own CPU per request, beside the worker's per token: the two loops compared in one run.
+        #expect((jsonDouble(h2load["cpu_us_per_request"]) ?? 0) > 0, "\(h2load)")
     }
 
     @Test("bench transport --stand-in nginx --h2load: the transport's rate beside h2load's")
@@ -46,6 +48,9 @@ struct BenchH2LoadRatioTests {
         let share = try #require(jsonDouble(report["shareOfH2Load"]))
         #expect(h2loadRate > 0)
         #expect(abs(share - rate / h2loadRate) < 1e-6 * max(share, 1))
+        // Both loops' CPU per request, measured in the same run.
+        #expect((jsonDouble(report["cpuMicrosecondsPerNotification"]) ?? 0) > 0, "\(run)")
+        #expect((jsonDouble(report["h2loadCPUMicrosecondsPerRequest"]) ?? 0) > 0, "\(run)")
     }
 
     @Test("the ratio flags refuse what they cannot measure, before starting anything")

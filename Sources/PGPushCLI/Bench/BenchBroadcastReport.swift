@@ -118,6 +118,7 @@ struct BenchBroadcastReport: Sendable {
             table.append(["tokens/s ÷ h2load requests/s", number(shareOfH2Load, "%.2f")])
         }
         table.append(["worker CPU per token (µs)", number(cpuMicrosecondsPerToken, "%.1f")])
+        if let h2load { table.append(["h2load CPU per request (µs)", number(h2load.cpuMicrosecondsPerRequest, "%.1f")]) }
         table.append(["enqueue→first send p50 (ms)", number(latencyP50Milliseconds, "%.1f")])
         table.append(["enqueue→first send p99 (ms)", number(latencyP99Milliseconds, "%.1f")])
         table.append(["latency samples", String(latencySeconds.count)])

@@ -127,11 +127,13 @@ struct BenchTransportCommand: AsyncParsableCommand {
         let signer = try providerTokenSigner(scratch: scratch)
 
         var h2loadRate: Double?
+        var h2loadCPU: Double?
         if h2load, let signer {
             let result = try await H2LoadBaseline(requests: count).run(
                 endpoint: endpoint, signer: signer, topic: topic, pushType: "alert",
                 body: String(decoding: TransportBenchPlan.payload, as: UTF8.self))
             h2loadRate = result.requestsPerSecond
+            h2loadCPU = result.cpuMicrosecondsPerRequest
             if !json { FileHandle.standardError.write(Data("h2load \(result.label): \(Int(result.requestsPerSecond)) requests/s\n".utf8)) }
         }
 
@@ -154,6 +156,7 @@ struct BenchTransportCommand: AsyncParsableCommand {
 
         let deadline = ContinuousClock.now + .seconds(timeout)
         let started = ContinuousClock.now
+        let cpuBefore = ProcessCPUTime.ownSeconds()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await pool.run() }
             if progress {
@@ -178,6 +181,7 @@ struct BenchTransportCommand: AsyncParsableCommand {
         }
         let tally = plan.tally
         let elapsed = (ContinuousClock.now - started).microseconds / 1e6
+        let cpuSeconds = ProcessCPUTime.ownSeconds() - cpuBefore
         let statistics = pool.statistics
         var report = TransportBenchReport(
             endpoint: configuration.endpoint.description,
@@ -197,7 +201,9 @@ struct BenchTransportCommand: AsyncParsableCommand {
             goAwaysReceived: statistics.goAwaysReceived,
             reconnects: statistics.reconnects,
             timedOut: tally.completed < count,
-            h2loadRequestsPerSecond: h2loadRate
+            cpuMicrosecondsPerNotification: tally.completed > 0 ? cpuSeconds * 1e6 / Double(tally.completed) : nil,
+            h2loadRequestsPerSecond: h2loadRate,
+            h2loadCPUMicrosecondsPerRequest: h2loadCPU
         )
         report.shareOfH2Load = h2loadRate.flatMap { $0 > 0 ? report.notificationsPerSecond / $0 : nil }
         if json {

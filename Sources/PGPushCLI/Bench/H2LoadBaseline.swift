@@ -22,10 +22,19 @@ struct H2LoadBaseline: Sendable {
         var requests: Int
         var connections: Int
         var streams: Int
+        /// h2load's own CPU time (user + system) for the run; `nil` where it could not be read.
+        var cpuSeconds: Double? = nil
+
+        /// h2load's CPU per request, beside a bench's CPU per token.
+        var cpuMicrosecondsPerRequest: Double? {
+            guard let cpuSeconds, cpuSeconds > 0, requests > 0 else { return nil }
+            return cpuSeconds * 1e6 / Double(requests)
+        }
 
         var json: [String: Any] {
             ["requests_per_second": requestsPerSecond, "succeeded": succeeded, "requests": requests,
-             "connections": connections, "streams": streams]
+             "connections": connections, "streams": streams,
+             "cpu_us_per_request": jsonValue(cpuMicrosecondsPerRequest)]
         }
 
         /// `-c4 -m100, 200000 requests`.
@@ -64,6 +73,7 @@ struct H2LoadBaseline: Sendable {
         process.standardOutput = output
         process.standardError = output
         process.standardInput = FileHandle.nullDevice
+        let childrenCPUBefore = ProcessCPUTime.reapedChildrenSeconds()
         try process.run()
         let reader = Task.detached { output.fileHandleForReading.readDataToEndOfFile() }
         let deadline = ContinuousClock.now + timeout
@@ -76,9 +86,12 @@ struct H2LoadBaseline: Sendable {
         }
         process.waitUntilExit()
         let text = String(decoding: await reader.value, as: UTF8.self)
-        guard process.terminationStatus == 0, let result = Self.parse(text, requests: requests, connections: connections, streams: streams) else {
+        // The rigs start no other child that ends while h2load runs, so the change is h2load's alone.
+        let cpuSeconds = ProcessCPUTime.reapedChildrenSeconds() - childrenCPUBefore
+        guard process.terminationStatus == 0, var result = Self.parse(text, requests: requests, connections: connections, streams: streams) else {
             throw PGPushError(.invalidConfiguration, "h2load failed (exit \(process.terminationStatus)):\n\(text.suffix(1500))")
         }
+        result.cpuSeconds = cpuSeconds > 0 ? cpuSeconds : nil
         return result
     }
 

@@ -85,10 +85,15 @@ struct TransportBenchReport: Codable {
     var goAwaysReceived: Int
     var reconnects: Int
     var timedOut: Bool
+    /// This process's CPU time (user + system, every thread) while it sent, per notification sent: the
+    /// transport's cost with no database and no scheduler.
+    var cpuMicrosecondsPerNotification: Double? = nil
     /// h2load (`-c4 -m100`, the same count) against the same endpoint in the same run, when asked for.
     var h2loadRequestsPerSecond: Double? = nil
     /// This run's notifications/s as a share of h2load's requests/s.
     var shareOfH2Load: Double? = nil
+    /// h2load's own CPU per request in that run.
+    var h2loadCPUMicrosecondsPerRequest: Double? = nil
 
     var text: String {
         var lines = [
@@ -99,6 +104,7 @@ struct TransportBenchReport: Codable {
             "throughput          \(String(format: "%.0f", notificationsPerSecond)) notifications/s",
             "latency             p50 \(ms(latencyP50Milliseconds))  p99 \(ms(latencyP99Milliseconds))  max \(ms(latencyMaxMilliseconds))",
             "peak streams/conn   \(peakStreamsPerConnection)   goaways \(goAwaysReceived)   reconnects \(reconnects)",
+            "CPU per request     \(microseconds(cpuMicrosecondsPerNotification))\(h2loadCPUMicrosecondsPerRequest.map { "   h2load \(microseconds($0))" } ?? "")",
             "peak RSS            \(peakRSSKilobytes.map { "\($0 / 1024) MiB" } ?? "n/a")",
             "outcomes:",
         ]
@@ -114,4 +120,5 @@ struct TransportBenchReport: Codable {
     }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }
+    private func microseconds(_ value: Double?) -> String { value.map { String(format: "%.1f µs", $0) } ?? "n/a" }
 }
