@@ -22,12 +22,12 @@ struct H2LoadBaseline: Sendable {
         var requests: Int
         var connections: Int
         var streams: Int
-        /// h2load's own CPU time (user + system) for the run; `nil` where it could not be read.
-        var cpuSeconds: Double? = nil
+        /// h2load's own CPU time (user + system) for the run; 0 where it could not be read.
+        var cpuSeconds: Double = 0
 
-        /// h2load's CPU per request, beside a bench's CPU per token.
+        /// h2load's CPU per request, beside a bench's CPU per token; `nil` when none was read.
         var cpuMicrosecondsPerRequest: Double? {
-            guard let cpuSeconds, cpuSeconds > 0, requests > 0 else { return nil }
+            guard cpuSeconds > 0, requests > 0 else { return nil }
             return cpuSeconds * 1e6 / Double(requests)
         }
 
@@ -91,7 +91,7 @@ struct H2LoadBaseline: Sendable {
         guard process.terminationStatus == 0, var result = Self.parse(text, requests: requests, connections: connections, streams: streams) else {
             throw PGPushError(.invalidConfiguration, "h2load failed (exit \(process.terminationStatus)):\n\(text.suffix(1500))")
         }
-        result.cpuSeconds = cpuSeconds > 0 ? cpuSeconds : nil
+        result.cpuSeconds = cpuSeconds
         return result
     }
 
