@@ -35,6 +35,7 @@ let migrationFiles = [
     "0020_cheaper_enqueue.sql",
     "0021_large_job_look.sql",
     "0022_enqueue_fast_path.sql",
+    "0023_per_device_content.sql",
 ]
 
 let package = Package(
