@@ -83,6 +83,8 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Flag(help: "Every unlisted device token is BadDeviceToken (a credential for the wrong environment).")
     var badDeviceTokenByDefault = false
     @Option(help: "Append every accepted notification as a JSON line to this file.") var ledgerFile: String?
+    @Flag(help: "Keep each accepted notification's payload, as received, in the ledger: a \"payload\" field in --ledger-file lines.")
+    var ledgerKeepsPayloads = false
     @Option(help: "Stop by itself after this many seconds.") var duration: Double?
 
     @Option(help: ArgumentHelp("A service-account JSON file whose key and project the FCM simulator trusts (repeatable; enables FCM).",
@@ -187,6 +189,7 @@ struct SimulatorCommand: AsyncParsableCommand {
         configuration.allowedTopics = topic.isEmpty ? nil : Set(topic)
         configuration.registry.badDeviceTokenByDefault = badDeviceTokenByDefault
         configuration.ledgerFile = ledgerFile
+        configuration.ledgerKeepsPayloads = ledgerKeepsPayloads
         configuration.faults.seed = seed
         configuration.faults.serverErrorRate = errorRate
         configuration.faults.malformedAnswerRate = malformedAnswerRate

@@ -42,6 +42,11 @@ public struct APNsSimulatorConfiguration: Sendable {
     public var faults: SimulatorFaults = .init()
     /// Record every accepted notification in ``APNsSimulator/ledger``. Default `true`.
     public var ledgerEnabled: Bool = true
+    /// Keep each accepted notification's payload, as received, in the ledger
+    /// (``SimulatorLedgerEntry/payload``, and a `payload` field in ``ledgerFile`` lines), so tests can check
+    /// what each device got. Off by default: benchmarks keep millions of entries, and with it off an entry
+    /// holds only the payload's SHA-256. Default `false`.
+    public var ledgerKeepsPayloads: Bool = false
     /// Also append each accepted notification as a JSON line to this file. Default `nil`.
     public var ledgerFile: String? = nil
     /// SETTINGS_MAX_CONCURRENT_STREAMS on a token-auth connection until its first successful request. Default 1.

@@ -18,8 +18,12 @@ struct FCMValidatedSend: Sendable {
 /// - `data` (and `android.data`): string values only, no reserved key (`from`, `message_type`, `google.*`, `gcm.*`).
 /// - `android`: known fields only; `priority` `NORMAL` or `HIGH` (any case, as the Admin SDKs send lowercase);
 ///   `ttl` a duration string (`"3600s"`, `"1.5s"`) of at most 2,419,200 s; `collapse_key` and
-///   `restricted_package_name` strings; `direct_boot_ok` a boolean; `notification` an object.
-/// - `apns`, `webpush`, `fcm_options`: objects (not looked into).
+///   `restricted_package_name` strings; `direct_boot_ok` a boolean; `notification` an object, whose
+///   `notification_count`, when present, is a JSON integer (no fraction or exponent) from 0 to 2^31-1 (int32).
+/// - `fcm_options`: an object whose `analytics_label`, when present, is a string matching
+///   `^[a-zA-Z0-9-_.~%]{1,50}$`.
+/// - `apns`, `webpush`: objects (not looked into).
+/// - `null` for `analytics_label` or `notification_count` is the field's default, as in proto3 JSON: absent.
 /// - Size: the message without its target, as compact JSON, at most 4,096 bytes (field `message`).
 ///
 /// Both spellings proto JSON allows are accepted (`collapse_key` and `collapseKey`, …).
@@ -80,6 +84,9 @@ enum FCMMessageValidator {
             if let value = message[field], !(value is [String: Any]) {
                 throw .invalidArgument(field: "message.\(field)", "Invalid value at 'message.\(field)': not an object")
             }
+        }
+        for spelling in ["fcm_options", "fcmOptions"] {
+            if let options = message[spelling] as? [String: Any] { try checkFCMOptions(options, at: "message.fcm_options") }
         }
         if let name = message["name"], !(name is String) {
             throw .invalidArgument(field: "message.name", "Invalid value at 'message.name' (TYPE_STRING)")
@@ -193,6 +200,60 @@ enum FCMMessageValidator {
             if let value = android[snake] ?? android[camel], !(value is [String: Any]) {
                 throw .invalidArgument(field: "\(path).\(snake)", "Invalid value at '\(path).\(snake)': not an object")
             }
+        }
+        if let notification = android["notification"] as? [String: Any] {
+            try checkAndroidNotification(notification, at: "\(path).notification")
+        }
+    }
+
+    /// `notification_count` (`notificationCount`): the int32 badge count a device shows, not negative.
+    private static func checkAndroidNotification(_ notification: [String: Any], at path: String) throws(FCMSimulatorError) {
+        let field = "\(path).notification_count"
+        for spelling in ["notification_count", "notificationCount"] {
+            guard let value = notification[spelling], !(value is NSNull) else { continue }
+            guard let count = jsonInteger(value) else {
+                throw .invalidArgument(field: field, "Invalid value at '\(field)' (TYPE_INT32), \(value)")
+            }
+            guard count >= 0 else {
+                throw .invalidArgument(field: field, "Invalid value at '\(field)': notification_count must not be negative")
+            }
+            guard count <= Int64(Int32.max) else {
+                throw .invalidArgument(field: field, "Invalid value at '\(field)' (TYPE_INT32), \(count): out of range")
+            }
+        }
+    }
+
+    /// The value of a JSON number written without fraction or exponent; `nil` for anything else. Booleans are
+    /// `NSNumber`s too (type `c`), and `1.0`, `1e2` or numbers beyond 64 bits parse as doubles or decimals.
+    static func jsonInteger(_ value: Any) -> Int64? {
+        guard let number = value as? NSNumber else { return nil }
+        switch String(cString: number.objCType) {
+        case "i", "s", "l", "q": return number.int64Value
+        case "I", "S", "L", "Q": return number.uint64Value <= UInt64(Int64.max) ? Int64(number.uint64Value) : nil
+        default: return nil
+        }
+    }
+
+    static let maximumAnalyticsLabelLength = 50
+
+    /// `analytics_label` (`analyticsLabel`) of `message.fcm_options`: `^[a-zA-Z0-9-_.~%]{1,50}$`.
+    private static func checkFCMOptions(_ options: [String: Any], at path: String) throws(FCMSimulatorError) {
+        let field = "\(path).analytics_label"
+        for spelling in ["analytics_label", "analyticsLabel"] {
+            guard let value = options[spelling], !(value is NSNull) else { continue }
+            guard let label = value as? String, isValidAnalyticsLabel(label) else {
+                throw .invalidArgument(
+                    field: field, "Invalid value at '\(field)': the analytics label must match ^[a-zA-Z0-9-_.~%]{1,50}$")
+            }
+        }
+    }
+
+    static func isValidAnalyticsLabel(_ label: String) -> Bool {
+        (1...maximumAnalyticsLabelLength).contains(label.utf8.count) && label.utf8.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "~")
+                || byte == UInt8(ascii: "%")
         }
     }
 

@@ -7,7 +7,11 @@ import NIOCore
 /// more than everything else it does per request, and on one machine that cost is taken from the sender.
 ///
 /// The token is found as the only `"token":"` in the body. A body with none or several, or whose token is not
-/// well formed, is always parsed in full, as is any body whose other bytes differ from the remembered ones.
+/// well formed, is always parsed in full, as is any body whose other bytes differ from the remembered ones:
+/// per-device content (its own `notification_count`, a locale's text) makes a different body, judged afresh.
+/// That is sound because the verdict depends on the token only through its own checks (well formed, which
+/// ``tokenSpan(in:)`` repeats) and the size limit (which leaves the token out); ``remember(_:span:validated:)``
+/// checks that the bytes found are the target the parser reads.
 /// Not thread-safe: one per connection, used on its event loop.
 struct FCMValidationMemo {
     private var prefix: [UInt8] = []

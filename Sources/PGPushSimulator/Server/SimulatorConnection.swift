@@ -13,6 +13,8 @@ struct SimulatorResponse: Sendable {
     var apnsID: String
     /// Recorded in the ledger when (and only if) the response is written.
     var ledgerEntry: SimulatorLedger.StoredEntry?
+    /// The payload as received, recorded with ``ledgerEntry`` when the ledger keeps payloads.
+    var ledgerPayload: String? = nil
     /// A broadcast's answer carries `apns-request-id` (and, on success, `apns-unique-id`) instead of `apns-id`.
     var broadcastHeaders: [(name: String, value: String)]? = nil
     /// Recorded in the broadcast ledger when the response is written.
@@ -83,6 +85,7 @@ final class SimulatorConnection: SimulatorRequestHandler, @unchecked Sendable {
             body.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
             entry.payloadSHA256 = hasher.finalize()
             response.ledgerEntry = entry
+            if server.ledger.keepsPayloads { response.ledgerPayload = String(buffer: body) }
         } else {
             response.ledgerEntry = nil
         }
@@ -220,7 +223,7 @@ final class SimulatorConnection: SimulatorRequestHandler, @unchecked Sendable {
             writeAPNsAnswer(response, context: context)
         }
         server.statistics.recordResponse(status: response.status, reason: response.reason)
-        if let entry = response.ledgerEntry { server.ledger.record(entry) }
+        if let entry = response.ledgerEntry { server.ledger.record(entry, payload: response.ledgerPayload) }
         if let entry = response.broadcastEntry { server.broadcastLedger.record(entry) }
     }
 

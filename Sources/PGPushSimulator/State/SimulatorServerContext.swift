@@ -77,7 +77,8 @@ final class SimulatorServerContext: Sendable {
         self.configuration = configuration
         self.statistics = SimulatorStatisticsRecorder()
         self.authority = ProviderTokenAuthority(configuration: configuration, statistics: statistics)
-        self.ledger = SimulatorLedger(ledgerFile: configuration.ledgerFile)
+        self.ledger = SimulatorLedger(ledgerFile: configuration.ledgerFile,
+                                      keepsPayloads: configuration.ledgerKeepsPayloads)
         self.dynamic = Mutex(Dynamic(registry: configuration.registry, faults: configuration.faults))
     }
 
