@@ -122,6 +122,86 @@ struct DashboardPagesTests {
         }
     }
 
+    /// Opens beside deliveries: the broadcast's page shows each platform's opens and open rate as
+    /// push.opens and push.deliveries count them, read by the dashboard's own login; a job nobody opened shows
+    /// nothing extra.
+    @Test func jobPageShowsOpensBesideDeliveries() async throws {
+        try await TestDatabase.with { db in
+            let jobs = try await Seed.standard(db)
+            // What the apps report: 450 of the 1,500 iOS devices and 31 of the 500 Android ones opened the broadcast.
+            try await db.execute("""
+                SELECT push.record_open('mixed', token, job_id => \(jobs.broadcast), opened_at => now() - interval '1 minute')
+                  FROM (SELECT token FROM push.devices WHERE app_id = 'mixed' AND platform = 'ios' ORDER BY token LIMIT 450) AS d
+                """)
+            try await db.execute("""
+                SELECT push.record_open('mixed', token, job_id => \(jobs.broadcast))
+                  FROM (SELECT token FROM push.devices WHERE app_id = 'mixed' AND platform = 'android' ORDER BY token LIMIT 31) AS d
+                """)
+            #expect(try await db.scalar(Int64.self, "SELECT count(*) FROM push.opens WHERE job_id = \(jobs.broadcast)") == 481)
+
+            // The dashboard's own login, in the read-only group the migrations make.
+            let login = try await db.createLogin(memberOf: "pgpush_dashboard")
+            var url = db.url
+            url.username = login
+            let client = PostgresClient(configuration: try url.clientConfiguration(maximumConnections: 2), backgroundLogger: db.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+
+                // The store: push.job_engagement's rows, as push.opens and push.deliveries count them.
+                let store = DashboardStore(client: client, logger: db.logger)
+                let broadcast = try #require(try await store.read { try await $0.job(jobs.broadcast) })
+                #expect(broadcast.opened == 481)
+                for row in try await db.client.query("""
+                    SELECT d.platform, count(*) FILTER (WHERE d.status = 200), count(o.token)
+                      FROM push.deliveries d LEFT JOIN push.opens o ON o.job_id = d.job_id AND o.token = d.token
+                     WHERE d.job_id = \(jobs.broadcast) GROUP BY 1
+                    """, logger: db.logger).collect() {
+                    let (platform, delivered, opened) = try row.decode((String, Int64, Int64).self)
+                    let shown = try #require(broadcast.engagement[platform], "\(platform)")
+                    #expect(shown.delivered == delivered && shown.opened == opened, "\(platform)")
+                    #expect(shown.openRate == (Double(opened) / Double(delivered) * 10_000).rounded() / 10_000, "\(platform)")
+                }
+                #expect(try await store.read { try await $0.job(jobs.failed) }?.engagement.isEmpty == true,
+                        "a job with no delivery and no open has no engagement row")
+
+                try await DashboardHarness.with(DashboardHarness.configuration(), client: client, logger: db.logger) { dashboard in
+                    // The page: opened and open rate beside delivered, failed and pruned, per platform.
+                    let jobPage = try await Browser.dumpDOM(dashboard.base + "/jobs/\(jobs.broadcast)")
+                    let platforms = try #require(jobPage.element(id: "table-platforms", tag: "table"))
+                    #expect(platforms.contains("<th class=\"num\">pruned</th><th class=\"num\">opened</th><th class=\"num\">open rate</th>"))
+                    #expect(platforms.contains(
+                        "<td>ios</td><td class=\"num\">1,500</td><td class=\"num\">1,500</td><td class=\"num\">0</td><td class=\"num\">0</td>"
+                            + "<td class=\"num\">450</td><td class=\"num\">30.0 %</td>"))
+                    #expect(platforms.contains(
+                        "<td>android</td><td class=\"num\">500</td><td class=\"num\">500</td><td class=\"num\">0</td><td class=\"num\">0</td>"
+                            + "<td class=\"num\">31</td><td class=\"num\">6.2 %</td>"))
+                    // The export: the counts, and the rate as the fraction the view gives.
+                    let byPlatform = try await dashboard.json("/jobs/\(jobs.broadcast)", table: "platforms")
+                    #expect(byPlatform.map { $0["platform"] as? String } == ["ios", "android"])
+                    #expect(byPlatform.map { ($0["opened"] as? NSNumber)?.int64Value } == [450, 31])
+                    #expect(byPlatform.map { ($0["open rate"] as? NSNumber)?.doubleValue } == [0.3, 0.062])
+
+                    // A job nobody opened: the platforms table as it always was.
+                    let queuedPage = try await Browser.dumpDOM(dashboard.base + "/jobs/\(jobs.queued)")
+                    let queuedPlatforms = try #require(queuedPage.element(id: "table-platforms", tag: "table"))
+                    #expect(!queuedPlatforms.contains("opened") && !queuedPlatforms.contains("open rate"))
+                    #expect(try await dashboard.json("/jobs/\(jobs.queued)", table: "platforms").allSatisfy { $0["opened"] == nil })
+
+                    // An open of a job that delivered nothing (its device since pruned): counted, no rate to give.
+                    let failedToken = try await db.strings("SELECT token FROM push.pruned_devices WHERE job_id = \(jobs.failed)").first!
+                    try await db.execute("SELECT push.record_open('news', \(failedToken), job_id => \(jobs.failed))")
+                    let failedPage = try await Browser.dumpDOM(dashboard.base + "/jobs/\(jobs.failed)")
+                    let failedPlatforms = try #require(failedPage.element(id: "table-platforms", tag: "table"))
+                    #expect(failedPlatforms.contains("<td>ios</td><td class=\"num\">3</td><td class=\"num\">0</td><td class=\"num\">3</td><td class=\"num\">1</td>"
+                        + "<td class=\"num\">1</td><td class=\"num\">—</td>"))
+                    let failedRows = try await dashboard.json("/jobs/\(jobs.failed)", table: "platforms")
+                    #expect(failedRows.first?["open rate"] is NSNull)
+                }
+            }
+        }
+    }
+
     private func format(_ n: Int64) -> String {
         let digits = String(n)
         var out = ""

@@ -1,7 +1,8 @@
 import Foundation
 import PGPushStore
 
-/// `/jobs/<id>`: the timeline, per-platform counts, the outcome reasons, the payload (collapsed).
+/// `/jobs/<id>`: the timeline, per-platform counts (opens and the open rate too, once an app reports opens), the
+/// outcome reasons, the payload (collapsed).
 enum JobPage {
     static func render(_ d: DashboardJobDetail, _ context: PageContext) -> Page {
         let job = d.job
@@ -21,12 +22,22 @@ enum JobPage {
             </dl>
             <p>\(Charts.progress(job))</p>
             """
-        let platforms = DataTable(
+        var platforms = DataTable(
             name: "platforms", columns: ["platform", "total", "delivered", "failed", "pruned"],
             rows: [
                 [.text("ios"), .integer(job.iosTotal), .integer(job.iosDelivered), .integer(job.iosFailed), .integer(d.prunedByPlatform["ios"] ?? 0)],
                 [.text("android"), .integer(job.androidTotal ?? (job.total == nil ? nil : 0)), .integer(job.androidDelivered), .integer(job.androidFailed), .integer(d.prunedByPlatform["android"] ?? 0)],
             ], numeric: [1, 2, 3, 4])
+        // Opens beside the deliveries, once an app has reported one: before that (and for apps that report
+        // none) a column of zeros would read as "nobody opened it".
+        if d.opened > 0 {
+            platforms.columns += ["opened", "open rate"]
+            platforms.numeric.formUnion([5, 6])
+            for (i, platform) in ["ios", "android"].enumerated() {
+                let e = d.engagement[platform]
+                platforms.rows[i] += [.integer(e?.opened ?? 0), openRate(e?.openRate)]
+            }
+        }
         let reasons = DataTable(
             name: "reasons", columns: ["platform", "status", "reason", "count", "hint"],
             rows: d.reasons.map { r in
@@ -46,5 +57,12 @@ enum JobPage {
             <details id="payload"><summary>Payload</summary><pre>\(d.payload)</pre>\(d.fcm.map { HTML("<p>FCM message</p><pre>\($0)</pre>") } ?? .empty)</details>
             """
         return Page(title: "Job \(job.id)", body: body, tables: [platforms, reasons], live: active)
+    }
+
+    /// The open rate: exported as the fraction push.job_engagement gives, shown as `30.0 %` (`—` when nothing
+    /// was delivered on that platform).
+    static func openRate(_ rate: Double?) -> Cell {
+        guard let rate else { return Cell(.null, html: "—") }
+        return Cell(.number(rate), html: "\(String(format: "%.1f %%", 100 * rate))")
     }
 }

@@ -72,6 +72,30 @@ public struct DashboardJobDetail: Sendable, Codable {
     public var reasons: [DashboardReasonCount]
     /// Devices pruned because of this job's answers, per platform.
     public var prunedByPlatform: [String: Int64]
+    /// The opens its apps reported, per platform (push.job_engagement): a platform with no delivery and no
+    /// open has none.
+    public var engagement: [String: DashboardJobEngagement]
+
+    /// Opens recorded for the job on every platform: 0 until an app reports one, and for apps that report none.
+    public var opened: Int64 { engagement.values.reduce(0) { $0 + $1.opened } }
+}
+
+/// A job's opens on one platform, as push.job_engagement counts them.
+public struct DashboardJobEngagement: Sendable, Codable, Hashable {
+    public var platform: String
+    /// The job's own counter, the one the platforms table shows.
+    public var delivered: Int64
+    /// Devices that reported an open (one per device).
+    public var opened: Int64
+    /// opened / delivered, a fraction (to 4 decimals, as the view rounds it); nil when nothing was delivered.
+    public var openRate: Double?
+
+    public init(platform: String, delivered: Int64, opened: Int64, openRate: Double?) {
+        self.platform = platform
+        self.delivered = delivered
+        self.opened = opened
+        self.openRate = openRate
+    }
 }
 
 extension DashboardReader {
@@ -141,7 +165,20 @@ extension DashboardReader {
         return DashboardJobDetail(
             job: job, sendAt: sendAt, startedAt: startedAt, firstSentAt: firstSent, expiresAt: expires,
             pushType: pushType, failureReason: failure, payload: payload, fcm: fcm, reasons: reasons,
-            prunedByPlatform: pruned)
+            prunedByPlatform: pruned, engagement: try await engagement(jobID))
+    }
+
+    /// A job's opens per platform, keyed by platform, as push.job_engagement counts them (the view filters by
+    /// the granted apps itself); empty for a job that has neither deliveries nor opens.
+    public func engagement(_ jobID: Int64) async throws -> [String: DashboardJobEngagement] {
+        var byPlatform: [String: DashboardJobEngagement] = [:]
+        for row in try await run("""
+            SELECT platform, delivered, opened, open_rate::float8 FROM push.job_engagement WHERE job_id = \(jobID)
+            """) {
+            let (platform, delivered, opened, rate) = try row.decode((String, Int64, Int64, Double?).self)
+            byPlatform[platform] = DashboardJobEngagement(platform: platform, delivered: delivered, opened: opened, openRate: rate)
+        }
+        return byPlatform
     }
 }
 
