@@ -34,7 +34,11 @@ struct ChunkProcessor: Sendable {
         // unsent). A token list is in the claimed row already: the shutdown watch (a task group of two child
         // tasks) would cost a one-token job more than its send does.
         let tokens = chunk.kind == .tokens ? chunk.tokens : try await readTokens(of: chunk)
-        switch await start(chunk, tokens: tokens, room: room, verdicts: verdicts) {
+        // A job with per-device content reads each device's locale and badge step once the chunk is known to
+        // be sent: a cancelled or failed job's chunk moves no counter.
+        let contents = chunk.job.isPersonal && sends(chunk, verdicts: verdicts)
+            ? try await deviceContents(of: chunk, tokens: tokens) : nil
+        switch await start(chunk, tokens: tokens, contents: contents, room: room, verdicts: verdicts) {
         case .settled(let completion):
             return completion
         case .sending(let sending):
@@ -64,8 +68,8 @@ struct ChunkProcessor: Sendable {
     /// chunks); the chunk checks it in when done, as one it checked out itself. With an `outbox` of the
     /// caller's, the chunk's last requests may still be held in it on return: the caller sends them.
     func start(
-        _ chunk: ClaimedChunk, tokens: [String], room: RoomReservation, verdicts: JobVerdicts, checkedOut: AppSender? = nil,
-        outbox callersOutbox: PushOutbox? = nil
+        _ chunk: ClaimedChunk, tokens: [String], contents: [String: DeviceContent]? = nil, room: RoomReservation,
+        verdicts: JobVerdicts, checkedOut: AppSender? = nil, outbox callersOutbox: PushOutbox? = nil
     ) async -> Start {
         if let settled = settledWithoutSending(chunk, tokens: tokens, verdicts: verdicts) {
             checkedOut?.checkIn()
@@ -122,7 +126,8 @@ struct ChunkProcessor: Sendable {
                 if next == .stop { break } else { continue }
             }
             let (request, onOutcome) = requestAndAnswer(
-                for: token, chunk: chunk, provider: provider, sender: sender, room: room, verdicts: verdicts, answers: answers)
+                for: token, content: contents?[token], chunk: chunk, provider: provider, sender: sender, room: room,
+                verdicts: verdicts, answers: answers)
             await outbox.add(PushSubmission(request: request, onOutcome: onOutcome), to: sender.pool)
         }
         if callersOutbox == nil { await outbox.send() }
@@ -138,6 +143,17 @@ struct ChunkProcessor: Sendable {
     @inline(never)
     private func readTokens(of chunk: ClaimedChunk) async throws -> [String] {
         try await cancelWhenGracefulShutdown { try await store.tokens(of: chunk) }
+    }
+
+    @inline(never)
+    private func deviceContents(of chunk: ClaimedChunk, tokens: [String]) async throws -> [String: DeviceContent] {
+        try await cancelWhenGracefulShutdown { try await store.deviceContents(of: chunk, tokens: tokens) }
+    }
+
+    /// Whether the chunk is to be sent at all, as ``settledWithoutSending(_:tokens:verdicts:)`` decides.
+    private func sends(_ chunk: ClaimedChunk, verdicts: JobVerdicts) -> Bool {
+        chunk.claims <= maximumClaims && !verdicts.isCancelled(chunk.jobID)
+            && chunk.jobFailure == nil && verdicts.failure(of: chunk.jobID) == nil
     }
 
     /// Waits for the app's rate limit and its FCM project's quota, if it has them.
@@ -216,11 +232,11 @@ struct ChunkProcessor: Sendable {
     /// answer said about the provider's load, free the token's room, and keep the answer for the completion.
     @inline(never)
     private func requestAndAnswer(
-        for token: String, chunk: ClaimedChunk, provider: ProviderRequests, sender: AppSender, room: RoomReservation,
-        verdicts: JobVerdicts, answers: ChunkAnswers
+        for token: String, content: DeviceContent?, chunk: ClaimedChunk, provider: ProviderRequests, sender: AppSender,
+        room: RoomReservation, verdicts: JobVerdicts, answers: ChunkAnswers
     ) -> (any PushRequest, @Sendable (ProviderOutcome) -> Void) {
         let apnsID = APNsID.make(jobID: chunk.jobID, token: token)
-        let request = provider.request(for: token, apnsID: apnsID)
+        let request = provider.request(for: token, apnsID: apnsID, content: content)
         let (gate, metrics, appHealth, appID, jobID) = (sender.gate, self.metrics, self.appHealth, chunk.appID, chunk.jobID)
         let started = ContinuousClock.now
         answers.expectOne()

@@ -15,6 +15,28 @@ struct ProviderRequests: Sendable {
     }
 
     private let kind: Kind
+    /// A job with per-device content (``JobDetails/isPersonal``): its messages by locale, each with the place
+    /// of the device's badge counter when the job increments it. Nil when every device gets the same bytes.
+    private let personal: Personal?
+
+    private enum Personal: Sendable {
+        case apns(LocaleVariants<SlottedBody>)
+        case fcm(LocaleVariants<SlottedFCMBody>)
+    }
+
+    private struct SlottedBody: Sendable {
+        var bytes: [UInt8]
+        var slot: BadgeSlot?
+    }
+
+    private struct SlottedFCMBody: Sendable {
+        var builder: FCMRequestBodyBuilder
+        var slot: BadgeSlot?
+    }
+
+    /// The badge sent to a device the job increments but the store has no counter for (a token list may name
+    /// a token that is not registered): the first step from zero.
+    static let unknownDeviceBadge = 1
 
     /// The provider's name, as metrics and the app's health label it.
     var name: String {
@@ -38,6 +60,7 @@ struct ProviderRequests: Sendable {
     @inline(never)
     init(chunk: ClaimedChunk, sender: AppSender) throws {
         let job = chunk.job
+        personal = try Self.personal(job, platform: chunk.platform)
         switch chunk.platform {
         case .ios where job.channelID != nil:
             kind = .apnsBroadcast(
@@ -57,13 +80,42 @@ struct ProviderRequests: Sendable {
         }
     }
 
-    func request(for token: String, apnsID: UUID) -> any PushRequest {
+    /// The messages of a job with per-device content, for the chunk's platform.
+    private static func personal(_ job: JobDetails, platform: DevicePlatform) throws -> Personal? {
+        guard let pairs = job.personalBodies else { return nil }
+        guard let bodies = LocaleVariants<[UInt8]>(pairs: pairs) else {
+            throw PGPushError(.invalidInput, "the job has no message for its \(platform.rawValue) devices")
+        }
+        switch platform {
+        case .ios:
+            return .apns(bodies.map { SlottedBody(bytes: $0, slot: job.incrementsBadge ? BadgeSlot(in: $0) : nil) })
+        case .android:
+            return .fcm(try bodies.map { message in
+                let builder = try FCMRequestBodyBuilder(message: message)
+                // The slot sits in the message, after the token: its distance from the end is every body's.
+                return SlottedFCMBody(builder: builder, slot: job.incrementsBadge ? BadgeSlot(in: builder.body(forToken: "")) : nil)
+            })
+        }
+    }
+
+    func request(for token: String, apnsID: UUID, content: DeviceContent? = nil) -> any PushRequest {
         switch kind {
         case .apns(let topic, _, let pushType, let priority, let expiration, let collapseID, let payload):
+            var bytes = payload
+            if case .apns(let variants) = personal {
+                let message = variants.best(for: content?.locale)
+                bytes = message.slot.map { $0.write(content?.badge ?? Self.unknownDeviceBadge, into: message.bytes) } ?? message.bytes
+            }
             return APNsRequest(
                 deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
-                collapseID: collapseID, apnsID: apnsID, payload: payload)
+                collapseID: collapseID, apnsID: apnsID, payload: bytes)
         case .fcm(let path, let builder, _):
+            if case .fcm(let variants) = personal {
+                let message = variants.best(for: content?.locale)
+                let body = message.builder.body(forToken: token)
+                return FCMSendRequest(
+                    path: path, body: message.slot.map { $0.write(content?.badge ?? Self.unknownDeviceBadge, into: body) } ?? body)
+            }
             return FCMSendRequest(path: path, body: builder.body(forToken: token))
         case .apnsBroadcast(let bundleID, let priority, let expiration, let payload):
             return APNsBroadcastRequest(

@@ -48,6 +48,7 @@ extension Migration {
         Migration(name: "0020_cheaper_enqueue.sql", sql: String(decoding: PackageResources._020_cheaper_enqueue_sql, as: UTF8.self)),
         Migration(name: "0021_large_job_look.sql", sql: String(decoding: PackageResources._021_large_job_look_sql, as: UTF8.self)),
         Migration(name: "0022_enqueue_fast_path.sql", sql: String(decoding: PackageResources._022_enqueue_fast_path_sql, as: UTF8.self)),
+        Migration(name: "0023_per_device_content.sql", sql: String(decoding: PackageResources._023_per_device_content_sql, as: UTF8.self)),
     ]
 
     /// Reads every `*.sql` file of a directory, ordered by name; for `pgpush migrate --directory`.

@@ -96,6 +96,15 @@ public struct JobDetails: Sendable, Hashable {
     /// APNs' id of the broadcast channel of a channel job, whose one "token" it is: one request to
     /// `/4/broadcasts/apps/<bundle id>` instead of one per device.
     public var channelID: String?
+    /// Whether each device gets its own badge counter, plus one (`push.jobs.badge = 'increment'`).
+    public var incrementsBadge = false
+    /// A job with per-device content (locale variants or a badge increment): its messages for the chunk's
+    /// platform, as pairs of locale and body (`push.personal_bodies`; the empty locale is the job's own
+    /// message). Nil for a job that sends every device the same bytes.
+    public var personalBodies: [String]?
+
+    /// Whether the job's devices get messages of their own, read per chunk (``QueueStore/deviceContents(of:tokens:)``).
+    public var isPersonal: Bool { personalBodies != nil }
 
     public init(
         id: Int64, appID: String, payload: [UInt8], pushType: String = "alert", apnsPriority: Int = 10,
@@ -211,4 +220,18 @@ public struct ChunkCompletion: Sendable {
 
     /// The reason recorded for tokens that were never sent because the job's `expires_at` passed.
     public static let expiredReason = "Expired"
+}
+
+/// What a device of a job with per-device content gets: its locale picks the variant, and its counter is the
+/// badge the job sends it.
+public struct DeviceContent: Sendable, Hashable {
+    /// The device's locale (lowercase BCP 47), if it has one.
+    public var locale: String?
+    /// The badge number this job sends the device: its counter after the job's step (a job that increments it).
+    public var badge: Int?
+
+    public init(locale: String?, badge: Int?) {
+        self.locale = locale
+        self.badge = badge
+    }
 }

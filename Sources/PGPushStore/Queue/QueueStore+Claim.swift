@@ -75,9 +75,14 @@ extension QueueStore {
         c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token,
         coalesce(c.tokens, '{}'), c.attempt, c.last_reason, c.claims, c.estimated_tokens,
         j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags,
-        j.failure_reason, c.platform, CASE WHEN c.platform = 'android' THEN j.fcm::text END,
-        j.audience_kind, j.activity_type, j.activity_ids IS NOT NULL, j.channel_id
+        j.failure_reason, c.platform, CASE WHEN c.platform = 'android' THEN push.fcm_for_send(j.fcm, j.id)::text END,
+        j.audience_kind, j.activity_type, j.activity_ids IS NOT NULL, j.channel_id, j.badge IS NOT NULL,
+        CASE WHEN j.variants IS NOT NULL OR j.badge IS NOT NULL
+             THEN push.personal_bodies(j.payload, j.fcm, j.variants, j.badge, c.platform, j.id) END
         """
+
+    /// How many columns ``claimedChunkColumns`` has: a statement's own columns follow them.
+    static let claimedChunkColumnCount = 29
 
     /// Reads the first columns of `row`, laid out as ``claimedChunkColumns``.
     static func claimedChunk(_ row: PostgresRandomAccessRow) throws -> ClaimedChunk {
@@ -92,6 +97,8 @@ extension QueueStore {
         job.activityType = try row[24].decode(String?.self)
         job.byActivity = try row[25].decode(Bool.self)
         job.channelID = try row[26].decode(String?.self)
+        job.incrementsBadge = try row[27].decode(Bool.self)
+        job.personalBodies = try row[28].decode([String]?.self)
         return ClaimedChunk(
             id: try row[0].decode(Int64.self), jobID: job.id, appID: job.appID, priority: try row[3].decode(Int.self),
             seq: try row[4].decode(Int.self), kind: ClaimedChunk.Kind(rawValue: try row[5].decode(String.self)) ?? .tokens,

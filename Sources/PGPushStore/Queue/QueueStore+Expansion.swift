@@ -17,7 +17,7 @@ extension QueueStore {
     static let dueJobs = """
         SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.tags, j.fcm, j.activity_ids, j.activity_type,
                j.audience_kind, j.channel_id, j.payload, j.push_type, j.apns_priority, j.expires_at, j.collapse_id,
-               j.failure_reason
+               j.failure_reason, j.variants, j.badge
           FROM push.jobs j
          WHERE j.state = 'queued' AND j.send_at <= now()
            AND j.app_id NOT IN (SELECT p.id FROM push.apps p WHERE p.paused_reason IS NOT NULL)
@@ -73,7 +73,7 @@ extension QueueStore {
             WITH due AS (
                 SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.activity_ids, j.activity_type,
                        j.audience_kind, j.channel_id, j.tags, j.fcm, j.payload, j.push_type, j.apns_priority,
-                       j.expires_at, j.collapse_id, j.failure_reason,
+                       j.expires_at, j.collapse_id, j.failure_reason, j.variants, j.badge,
                        a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL AS has_apns,
                        -- A job enqueued before its app had FCM has no Android message to send.
                        j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm
@@ -180,8 +180,8 @@ extension QueueStore {
         var expansion = SmallJobExpansion(jobs: 0, unclaimedChunks: 0, claimed: [])
         for row in rows {
             let row = row.makeRandomAccess()
-            expansion.jobs = Int(try row[27].decode(Int64.self))
-            expansion.unclaimedChunks = Int(try row[28].decode(Int64.self))
+            expansion.jobs = Int(try row[Self.claimedChunkColumnCount].decode(Int64.self))
+            expansion.unclaimedChunks = Int(try row[Self.claimedChunkColumnCount + 1].decode(Int64.self))
             if try row[0].decode(Int64?.self) != nil { expansion.claimed.append(try Self.claimedChunk(row)) }
         }
         expansion.claimed.sort(by: ClaimedChunk.claimOrder)

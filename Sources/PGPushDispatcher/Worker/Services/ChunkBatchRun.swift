@@ -13,9 +13,10 @@ struct ChunkBatchRun: Sendable {
     let chunks: [ClaimedChunk]
 
     /// Whether a claimed chunk is sent in a batch rather than in a ``ChunkRun`` of its own: a token list of one
-    /// (it reads nothing from the database, so nothing of it can fail and be retried).
+    /// (it reads nothing from the database, so nothing of it can fail and be retried). A job with per-device
+    /// content reads its device's locale and badge first, so it takes a ChunkRun.
     static func takes(_ chunk: ClaimedChunk) -> Bool {
-        chunk.kind == .tokens && chunk.tokens.count == 1
+        chunk.kind == .tokens && chunk.tokens.count == 1 && !chunk.job.isPersonal
     }
 
     func run() async {

@@ -43,6 +43,10 @@ extension MaintenanceTask {
                 }
             },
             MaintenanceTask(name: "pruning", interval: every, leaderOnly: true) { try await worker.prunePass() },
+            // The badge steps of ended jobs are never read again (QueueStore.deviceContents(of:tokens:)).
+            MaintenanceTask(name: "badge steps", interval: every, leaderOnly: true) {
+                _ = try await worker.store.removeBadgeSteps()
+            },
             // Every worker takes channel requests, a row at a time under a lease: "within seconds" of
             // push.create_channel, even while the leader is busy.
             MaintenanceTask(name: "channel requests", interval: configuration.channelPollInterval, leaderOnly: false) {
