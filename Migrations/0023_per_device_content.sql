@@ -356,6 +356,7 @@ DECLARE
     normalized  text;
     rule        text;
     rotated_at  timestamptz;
+    rotated_locale text;
     language    text;
 BEGIN
     PERFORM push.check_app_granted(register_device.app_id);
@@ -447,14 +448,15 @@ BEGIN
         DELETE FROM push.devices d
          WHERE d.app_id = register_device.app_id AND d.token_kind = 'activity'
            AND d.activity_id = register_device.activity_id AND d.token <> normalized
-        RETURNING d.created_at INTO rotated_at;
+        RETURNING d.created_at, d.locale INTO rotated_at, rotated_locale;
     END IF;
 
     INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform, token_kind, activity_id, activity_type,
                                    locale)
     VALUES (register_device.app_id, normalized, register_device.user_id, register_device.tags, clock_timestamp(),
             register_device.platform, register_device.token_kind, register_device.activity_id, register_device.activity_type,
-            language)
+            -- A rotated activity token is the same activity: it keeps its locale unless one is given.
+            coalesce(language, rotated_locale))
     ON CONFLICT ON CONSTRAINT devices_pkey DO UPDATE
        SET user_id = EXCLUDED.user_id, tags = EXCLUDED.tags, registered_at = EXCLUDED.registered_at,
            -- A registration without a locale keeps the one the device has; the badge counter is always kept.
@@ -576,7 +578,7 @@ BEGIN
     SELECT dv.platform INTO platform FROM push.devices dv WHERE dv.app_id = record_open.app_id AND dv.token = normalized;
     IF platform IS NULL THEN
         -- A device pruned or replaced since can still report an open of what it was sent.
-        SELECT CASE WHEN d.token ~ '^[0-9a-f]{64,200}$' THEN 'ios' ELSE 'android' END INTO platform
+        SELECT d.platform INTO platform
           FROM push.deliveries d WHERE d.job_id = job AND d.token = normalized LIMIT 1;
     END IF;
     IF platform IS NULL THEN
@@ -611,13 +613,13 @@ CREATE VIEW push.job_engagement AS
   WHERE (p.delivered > 0 OR o.opened > 0)
     AND ((SELECT push.granted_apps()) IS NULL OR j.app_id = ANY ((SELECT push.granted_apps())::text[]));
 
--- The steps of ended jobs are never read again.
+-- The steps of ended jobs, and of jobs retention removed, are never read again.
 CREATE FUNCTION push.remove_badge_steps(batch_size integer DEFAULT 5000) RETURNS integer
     LANGUAGE sql SET search_path = pg_catalog, push
 AS $$
     WITH ended AS (
-        SELECT s.job_id, s.token FROM push.badge_steps s JOIN push.jobs j ON j.id = s.job_id
-         WHERE j.state NOT IN ('queued', 'running')
+        SELECT s.job_id, s.token FROM push.badge_steps s
+         WHERE NOT EXISTS (SELECT 1 FROM push.jobs j WHERE j.id = s.job_id AND j.state IN ('queued', 'running'))
          LIMIT batch_size
     ), removed AS (
         DELETE FROM push.badge_steps s USING ended e WHERE s.job_id = e.job_id AND s.token = e.token RETURNING 1

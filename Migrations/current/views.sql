@@ -27,6 +27,26 @@ CREATE OR REPLACE VIEW push.delivery_stats AS
   WHERE (( SELECT push.granted_apps() AS granted_apps)) IS NULL OR (d.app_id = ANY ((( SELECT push.granted_apps() AS granted_apps))::text[]))
   GROUP BY ((d.sent_at AT TIME ZONE 'UTC'::text)::date), d.app_id, d.status, d.reason, d.platform;
 
+-- push.job_engagement
+CREATE OR REPLACE VIEW push.job_engagement AS
+ SELECT j.id AS job_id,
+    j.app_id,
+    p.platform,
+    p.delivered,
+    COALESCE(o.opened, 0::bigint) AS opened,
+        CASE
+            WHEN p.delivered > 0 THEN round(COALESCE(o.opened, 0::bigint)::numeric / p.delivered::numeric, 4)
+            ELSE NULL::numeric
+        END AS open_rate,
+    j.created_at,
+    j.state
+   FROM push.jobs j
+     CROSS JOIN LATERAL ( VALUES ('ios'::text,j.delivered - j.android_delivered), ('android'::text,j.android_delivered)) p(platform, delivered)
+     LEFT JOIN LATERAL ( SELECT count(*) AS opened
+           FROM push.opens op
+          WHERE op.job_id = j.id AND op.platform = p.platform) o ON true
+  WHERE (p.delivered > 0 OR o.opened > 0) AND ((( SELECT push.granted_apps() AS granted_apps)) IS NULL OR (j.app_id = ANY ((( SELECT push.granted_apps() AS granted_apps))::text[])));
+
 -- push.job_latency
 CREATE OR REPLACE VIEW push.job_latency AS
  SELECT j.id AS job_id,
