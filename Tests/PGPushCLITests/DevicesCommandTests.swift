@@ -123,6 +123,77 @@ struct DevicesCommandTests {
     }
 }
 
+@Suite("pgpush devices set-badge", .timeLimit(.minutes(3)), .database)
+struct DevicesSetBadgeCommandTests {
+    @Test("by token (any case) or by user: sets the counters and says how many; 0 by default")
+    func setBadge() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("news")
+            for (index, user) in [(1, "u1"), (2, "u2"), (3, "u2")] {
+                try await db.exec("SELECT push.register_device('news', \(TestTokens.token(index)), \(user))")
+            }
+            func badges() async throws -> [Int64] {
+                var values: [Int64] = []
+                for index in 1...3 {
+                    values.append(try await db.scalar("SELECT badge::bigint FROM push.devices WHERE token = \(TestTokens.token(index))"))
+                }
+                return values
+            }
+            let byToken = try await CLIProcess.run([
+                "devices", "set-badge", "--app", "news", "--token", TestTokens.token(1).uppercased(), "--value", "5",
+                "--database-url", db.urlString,
+            ])
+            #expect(byToken.status == 0, "\(byToken)")
+            #expect(byToken.stdout.contains("set the badge of 1 device of news to 5"), "\(byToken)")
+            #expect(try await badges() == [5, 0, 0])
+
+            let byUser = try await CLIProcess.run([
+                "devices", "set-badge", "--app", "news", "--user", "u2", "--value", "3", "--json", "--database-url", db.urlString,
+            ])
+            #expect(byUser.status == 0, "\(byUser)")
+            let object = try #require(try byUser.json() as? [String: Any], "\(byUser)")
+            #expect(object["devices"] as? NSNumber == 2)
+            #expect(object["app_id"] as? String == "news")
+            #expect(try await badges() == [5, 3, 3])
+
+            let cleared = try await CLIProcess.run(
+                ["devices", "set-badge", "--app", "news", "--user", "u2", "--database-url", db.urlString])
+            #expect(cleared.status == 0, "\(cleared)")
+            let nobody = try await CLIProcess.run(
+                ["devices", "set-badge", "--app", "news", "--user", "nobody", "--database-url", db.urlString, "--json"])
+            #expect(nobody.status == 0, "\(nobody)")
+            #expect((try nobody.json() as? [String: Any])?["devices"] as? NSNumber == 0, "\(nobody)")
+            #expect(try await badges() == [5, 0, 0])
+        }
+    }
+
+    @Test("the database's refusals: unknown token or app exit 2, a negative value exits 1 naming it; usage exits 64")
+    func refusals() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("news")
+            try await db.exec("SELECT push.register_device('news', \(TestTokens.token(1)), 'u1')")
+            let unknownToken = try await CLIProcess.run(
+                ["devices", "set-badge", "--app", "news", "--token", TestTokens.token(2), "--database-url", db.urlString])
+            #expect(unknownToken.status == 2, "\(unknownToken)")
+            #expect(unknownToken.stderr.contains("pgpush: unknown device: app news has no token"), "\(unknownToken)")
+            let unknownApp = try await CLIProcess.run(
+                ["devices", "set-badge", "--app", "nope", "--user", "u1", "--database-url", db.urlString])
+            #expect(unknownApp.status == 2, "\(unknownApp)")
+            #expect(unknownApp.stderr.contains("pgpush: unknown app_id: nope"), "\(unknownApp)")
+            let negative = try await CLIProcess.run(
+                ["devices", "set-badge", "--app", "news", "--user", "u1", "--value=-1", "--database-url", db.urlString])
+            #expect(negative.status == 1, "\(negative)")
+            #expect(negative.stderr.contains("pgpush: value must be 0 or more, not -1"), "\(negative)")
+            #expect(try await db.scalar("SELECT badge::bigint FROM push.devices") == 0)
+
+            for usage in [["--app", "news"], ["--app", "news", "--user", "u1", "--token", TestTokens.token(1)]] {
+                let run = try await CLIProcess.run(["devices", "set-badge", "--database-url", db.urlString] + usage)
+                #expect(run.status == 64, "\(usage): \(run)")
+            }
+        }
+    }
+}
+
 @Suite("pgpush devices import and enqueue for Android", .timeLimit(.minutes(3)), .database)
 struct AndroidCLITests {
     static let fcmToken = "dXyZ0123456789abcdEFGH:APA91bF1rst_Token"

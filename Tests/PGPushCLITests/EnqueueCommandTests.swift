@@ -109,6 +109,79 @@ struct EnqueueCommandTests {
         }
     }
 
+    @Test("--localized and --badge increment: the job keeps the variants under lowercase locales, resolved, and the badge mode")
+    func enqueueLocalizedWithBadge() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("news")
+            let run = try await CLIProcess.run([
+                "enqueue", "--database-url", db.urlString, "--app", "news", "--alert", "Goal!", "--tag", "sports",
+                "--localized", #"{"fr": {"aps": {"alert": "But !"}}, "fr-CA": {"aps": {"alert": "But, là !"}}}"#,
+                "--badge", "increment", "--json",
+            ])
+            #expect(run.status == 0, "\(run)")
+            let jobID = try #require(((try run.json() as? [String: Any])?["job_id"] as? NSNumber)?.int64Value, "\(run)")
+            #expect(try await db.scalar("""
+                SELECT count(*) FROM push.jobs
+                 WHERE id = \(jobID) AND badge = 'increment' AND localized IS NOT NULL AND variants IS NOT NULL
+                   AND localized ?& ARRAY['fr', 'fr-ca'] AND NOT localized ? 'fr-CA'
+                   AND variants #>> '{fr-ca,apns,aps,alert}' = 'But, là !' AND variants #>> '{fr,apns,aps,alert}' = 'But !'
+                   AND payload #>> '{aps,alert}' = 'Goal!'
+                """) == 1)
+
+            // --localized-file reads the same object from a file (here stdin); a job file takes both keys.
+            let fromStdin = try await CLIProcess.run(
+                ["enqueue", "--database-url", db.urlString, "--app", "news", "--alert", "Hi", "--localized-file", "-"],
+                stdin: Data(#"{"de": {"aps": {"alert": "Hallo"}}}"#.utf8))
+            #expect(fromStdin.status == 0, "\(fromStdin)")
+            let file = try temporaryFile(#"""
+                {"app_id": "news", "payload": {"aps": {"alert": "Hi"}}, "localized": {"es": {"aps": {"alert": "Hola"}}},
+                 "badge": "increment"}
+                """#, suffix: ".json")
+            defer { try? FileManager.default.removeItem(at: file) }
+            let fromFile = try await CLIProcess.run(["enqueue", "--database-url", db.urlString, "--file", file.path])
+            #expect(fromFile.status == 0, "\(fromFile)")
+            #expect(try await db.scalar("""
+                SELECT count(*) FROM push.jobs
+                 WHERE (variants #>> '{de,apns,aps,alert}' = 'Hallo' AND badge IS NULL)
+                    OR (variants #>> '{es,apns,aps,alert}' = 'Hola' AND badge = 'increment')
+                """) == 2)
+        }
+    }
+
+    @Test("a malformed --localized or --badge: exit 1 naming the field, no job row")
+    func rejectedLocalizedAndBadge() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("news")
+            for (arguments, expected) in [
+                (["--localized", #"{"fr": {"aps": "#], "pgpush: localized is not valid JSON"),
+                (["--localized", #"["fr"]"#], "pgpush: localized must be a JSON object"),
+                (["--localized", #"{"not a locale!": {"aps": {"alert": "x"}}}"#], "pgpush: localized key 'not a locale!' is not a locale"),
+                (["--localized", #"{"fr": "Bonjour"}"#], #"pgpush: localized."fr" must be a JSON object"#),
+                (["--localized", #"{"fr": {"aps": {"alert": "a"}}, "FR": {"aps": {"alert": "b"}}}"#], "pgpush: localized has two variants"),
+                (["--badge", "decrement"], "pgpush: badge 'decrement' is not valid"),
+            ] {
+                let run = try await CLIProcess.run(
+                    ["enqueue", "--database-url", db.urlString, "--app", "news", "--alert", "x"] + arguments)
+                #expect(run.status == 1, "\(arguments): \(run)")
+                #expect(run.stderr.contains(expected), "\(arguments): \(run)")
+            }
+            let badFile = try temporaryFile(#"{"app_id": "news", "payload": {"aps": {"alert": "x"}}, "localized": "{oops"}"#, suffix: ".json")
+            defer { try? FileManager.default.removeItem(at: badFile) }
+            let fromFile = try await CLIProcess.run(["enqueue", "--database-url", db.urlString, "--file", badFile.path])
+            #expect(fromFile.status == 1 && fromFile.stderr.contains("localized is not valid JSON"), "\(fromFile)")
+            #expect(try await db.scalar("SELECT count(*) FROM push.jobs") == 0)
+
+            for usage in [
+                ["--app", "news", "--alert", "x", "--localized", "{}", "--localized-file", "l.json"],
+                ["--app", "news", "--payload-file", "-", "--localized-file", "-"],
+                ["--file", badFile.path, "--badge", "increment"],
+            ] {
+                let run = try await CLIProcess.run(["enqueue", "--database-url", db.urlString] + usage)
+                #expect(run.status == 64, "\(usage): \(run)")
+            }
+        }
+    }
+
     @Test("--wait follows the job to its end and prints the final counts")
     func enqueueAndWait() async throws {
         try await TestDatabase.with { db in

@@ -8,7 +8,7 @@ struct DevicesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "devices",
         abstract: "Manage registered device tokens.",
-        subcommands: [DevicesImportCommand.self])
+        subcommands: [DevicesImportCommand.self, DevicesSetBadgeCommand.self])
 }
 
 struct DevicesImportCommand: AsyncParsableCommand {
@@ -80,6 +80,70 @@ struct DevicesImportCommand: AsyncParsableCommand {
                 let merged = parsed.records.count - Int(result.inserted + result.updated)
                 print("pgpush: imported \(result.inserted + result.updated) devices into \(app): \(result.inserted) new, "
                     + "\(result.updated) updated" + (merged > 0 ? " (\(merged) repeated tokens merged)" : ""))
+            }
+        }
+    }
+}
+
+struct DevicesSetBadgeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set-badge",
+        abstract: "Set devices' badge counters (calls push.set_badge), by token or for every device of a user.",
+        discussion: """
+            The counter is what a job enqueued with --badge increment counts up from: each device gets its own \
+            counter plus one. Set it when the app is opened (--value 0, the default, clears the badge) or to \
+            the number of unread items. Give exactly one of --token (one device) and --user (each of the \
+            user's devices). The database validates the arguments, and its message is printed as is.
+
+            Prints how many devices were set (--json: {"app_id": …, "devices": N}).
+
+            Examples:
+              pgpush devices set-badge --app news --token 3f2a…
+              pgpush devices set-badge --app news --user 42 --value 3 --json
+
+            Exit codes: 0 set (a user without devices sets 0), 1 rejected by the database or a database error, \
+            2 unknown app or unknown token, 64 bad usage.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Option(help: "The app the devices belong to.")
+    var app: String
+
+    @Option(help: "Set this device token's counter.")
+    var token: String?
+
+    @Option(name: .customLong("user"), help: "Set the counter of each of this user's devices.")
+    var user: String?
+
+    @Option(help: "The counter's new value (default 0: no badge).")
+    var value: Int32 = 0
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    func validate() throws {
+        if (token == nil) == (user == nil) { throw ValidationError("give exactly one of --token and --user") }
+    }
+
+    func run() async throws {
+        let logger = logging.bootstrap(label: "pgpush.devices")
+        let url = try database.resolve()
+        try await reportingFailures {
+            let changed = try await withOperatorStore(url, logger: logger) { store in
+                do {
+                    return try await store.setBadge(appID: app, token: token, userID: user, value: value)
+                } catch let error as PSQLError where ["23503", "P0002"].contains(error.serverInfo?[.sqlState]) {
+                    // push.set_badge raises foreign_key_violation for an unknown app, no_data_found for an
+                    // unknown token.
+                    throw OperatorError(.notFound, describeDatabaseError(error))
+                }
+            }
+            if json {
+                try printJSON(["app_id": app, "devices": changed] as [String: Any])
+            } else {
+                print("pgpush: set the badge of \(changed) \(changed == 1 ? "device" : "devices") of \(app) to \(value)")
             }
         }
     }

@@ -6,11 +6,12 @@ extension EnqueueRequest {
     /// The keys a job file may contain: `push.enqueue`'s parameter names.
     static let fileKeys: Set<String> = [
         "app_id", "payload", "push_type", "apns_priority", "tokens", "user_ids", "tags", "send_at", "expires_at",
-        "collapse_id", "idempotency_key", "priority", "fcm", "activity_ids", "activity_type", "channel",
+        "collapse_id", "idempotency_key", "priority", "fcm", "activity_ids", "activity_type", "channel", "localized",
+        "badge",
     ]
 
-    /// Reads a job file: one JSON object whose keys are `push.enqueue`'s parameters. `payload` and `fcm` may
-    /// be JSON objects or strings holding one; one of them is required.
+    /// Reads a job file: one JSON object whose keys are `push.enqueue`'s parameters. `payload`, `fcm` and
+    /// `localized` may be JSON objects or strings holding one; `payload` or `fcm` is required.
     static func load(jobFile data: Data, name: String) throws -> EnqueueRequest {
         func fail(_ message: String) -> OperatorError { OperatorError(.failed, "\(name): \(message)") }
         guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
@@ -53,6 +54,7 @@ extension EnqueueRequest {
         }
         let payload = try json("payload")
         let fcm = try json("fcm")
+        let localized = try json("localized").map { try checkLocalized($0, source: "\(name): ") }
         guard payload != nil || fcm != nil else { throw fail("payload is required (or fcm, for an Android-only app)") }
         return EnqueueRequest(
             appID: appID, payload: payload, pushType: try string("push_type"), apnsPriority: try integer("apns_priority"),
@@ -60,6 +62,17 @@ extension EnqueueRequest {
             sendAt: try date("send_at"), expiresAt: try date("expires_at"), ttlSeconds: nil,
             collapseID: try string("collapse_id"), idempotencyKey: try string("idempotency_key"),
             priority: try integer("priority"), fcm: fcm, activityIDs: try strings("activity_ids"),
-            activityType: try string("activity_type"), channel: try string("channel"))
+            activityType: try string("activity_type"), channel: try string("channel"), localized: localized,
+            badge: try string("badge"))
+    }
+
+    /// Locale variants as given, once they parse as JSON. PostgreSQL's own message for malformed JSON does not
+    /// say which argument it was, so this one is caught here and named; what the text means (an object,
+    /// locale keys, the merged payloads) is left to the database, which names the field too.
+    static func checkLocalized(_ text: String, source: String = "") throws -> String {
+        guard (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) != nil else {
+            throw OperatorError(.failed, #"\#(source)localized is not valid JSON: give an object from locale to partial payload, such as {"fr": {"aps": {"alert": "Bonjour"}}}"#)
+        }
+        return text
     }
 }

@@ -12,10 +12,13 @@ struct EnqueueCommand: AsyncParsableCommand {
             (--alert), and for an app with FCM the Android message (--fcm or --fcm-file; derived from the \
             payload when absent; an Android-only app needs no payload). The audience is at most one of --token, \
             --user or --tag (each repeatable); without one, \
-            every device of the app. Alternatively --file reads a JSON object with push.enqueue's parameter \
+            every device of the app. Per-device content: --localized (or --localized-file) gives locale variants, \
+            a JSON object from BCP 47 tag to a partial payload merged over the job's (aps and custom keys, and \
+            fcm for the Android message), each device getting its own locale's, else its language's, else the \
+            job's; --badge increment sets each device's badge to its own counter plus one. Alternatively --file reads a JSON object with push.enqueue's parameter \
             names (app_id, payload, fcm, push_type, tokens, user_ids, tags, send_at, expires_at, collapse_id, \
-            idempotency_key, priority, apns_priority, and for Live Activities activity_ids, activity_type and \
-            channel). All values are sent as bound parameters; the database \
+            idempotency_key, priority, apns_priority, localized, badge, and for Live Activities activity_ids, \
+            activity_type and channel). All values are sent as bound parameters; the database \
             validates them, and its message is printed as is.
 
             Prints the job id (--json: {"job_id": N}). With --wait it then follows the job like `pgpush watch`.
@@ -27,6 +30,8 @@ struct EnqueueCommand: AsyncParsableCommand {
               pgpush enqueue --file job.json --json --wait --timeout 600
               pgpush enqueue --app news --alert "Goal!" --fcm '{"notification":{"title":"Goal!"},"android":{"ttl":"600s"}}'
               pgpush enqueue --app news-android --fcm '{"data":{"refresh":"scores"}}'
+              pgpush enqueue --app news --alert "Goal!" --localized '{"fr":{"aps":{"alert":"But !"}}}' --badge increment
+              pgpush enqueue --app news --payload-file promo.json --localized-file promo-locales.json --tag promo
 
             Exit codes: 0 queued (with --wait: the job is done), 1 rejected by the database or a database \
             error (with --wait: the job failed), 2 unknown app, 3 with --wait: the job was cancelled, \
@@ -56,6 +61,17 @@ struct EnqueueCommand: AsyncParsableCommand {
 
     @Option(help: "Read the Android (FCM) message JSON from this file (- for stdin).")
     var fcmFile: String?
+
+    @Option(help: ArgumentHelp(
+        "Locale variants as a JSON object from BCP 47 tag to a partial payload, e.g. '{\"fr\":{\"aps\":{\"alert\":\"Bonjour\"}}}'.",
+        valueName: "json"))
+    var localized: String?
+
+    @Option(help: "Read the locale variants JSON from this file (- for stdin).")
+    var localizedFile: String?
+
+    @Option(help: ArgumentHelp("increment: each device's badge is its own counter plus one.", valueName: "mode"))
+    var badge: String?
 
     @Option(help: "alert, background, voip, … (default alert).")
     var pushType: String?
@@ -104,13 +120,18 @@ struct EnqueueCommand: AsyncParsableCommand {
 
     func validate() throws {
         if file != nil {
-            let conflicting = [app, payload, payloadFile, alert, pushType, sendAt, expiresAt, collapseID, idempotencyKey, fcm, fcmFile]
+            let conflicting = [app, payload, payloadFile, alert, pushType, sendAt, expiresAt, collapseID, idempotencyKey, fcm, fcmFile,
+                               localized, localizedFile, badge]
                 .contains { $0 != nil } || apnsPriority != nil || priority != nil || ttl != nil
                 || !tokens.isEmpty || !users.isEmpty || !tags.isEmpty
             if conflicting { throw ValidationError("--file carries the whole job: give no other job options with it") }
         } else {
             guard app != nil else { throw ValidationError("give --app (or --file)") }
             if fcm != nil, fcmFile != nil { throw ValidationError("give --fcm or --fcm-file, not both") }
+            if localized != nil, localizedFile != nil { throw ValidationError("give --localized or --localized-file, not both") }
+            if [payloadFile, fcmFile, localizedFile].filter({ $0 == "-" }).count > 1 {
+                throw ValidationError("only one of --payload-file, --fcm-file and --localized-file can read stdin (-)")
+            }
             let payloads = [payload, payloadFile, alert].compactMap({ $0 }).count
             guard payloads == 1 || (payloads == 0 && (fcm != nil || fcmFile != nil)) else {
                 throw ValidationError("give exactly one of --payload, --payload-file and --alert (an Android-only app may give just --fcm)")
@@ -175,11 +196,14 @@ struct EnqueueCommand: AsyncParsableCommand {
             payloadText = nil
         }
         let fcmText = try fcm ?? fcmFile.map { String(decoding: try readInput($0), as: UTF8.self) }
+        let localizedText = try (localized ?? localizedFile.map { String(decoding: try readInput($0), as: UTF8.self) })
+            .map { try EnqueueRequest.checkLocalized($0) }
         return EnqueueRequest(
             appID: app ?? "", payload: payloadText, pushType: pushType, apnsPriority: apnsPriority,
             tokens: tokens.isEmpty ? nil : tokens, userIDs: users.isEmpty ? nil : users, tags: tags.isEmpty ? nil : tags,
             sendAt: sendAt.flatMap(Timestamp.parse), expiresAt: expiresAt.flatMap(Timestamp.parse), ttlSeconds: ttl,
-            collapseID: collapseID, idempotencyKey: idempotencyKey, priority: priority, fcm: fcmText)
+            collapseID: collapseID, idempotencyKey: idempotencyKey, priority: priority, fcm: fcmText,
+            localized: localizedText, badge: badge)
     }
 }
 

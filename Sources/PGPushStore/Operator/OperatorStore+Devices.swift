@@ -81,6 +81,23 @@ extension OperatorStore {
     }
 }
 
+extension OperatorStore {
+    /// Calls `push.set_badge`: sets the badge counter of one device (`token`) or of every device of a user
+    /// (`userID`; give exactly one) to `value` (0 clears the badge) and returns how many devices it set. The
+    /// database validates the arguments and names the field it rejects: an unknown app is foreign_key_violation
+    /// (23503), an unknown token no_data_found (P0002).
+    public func setBadge(appID: String, token: String?, userID: String?, value: Int32 = 0) async throws -> Int32 {
+        let rows = try await run("""
+            SELECT push.set_badge(
+                app_id => \(appID)::text,
+                token => \(token)::text,
+                user_id => \(userID)::text,
+                value => \(value)::integer)
+            """)
+        return try rows.first?.decode(Int32.self) ?? 0
+    }
+}
+
 /// PostgreSQL COPY text format: `\N` is NULL; backslash, tab, line feed and carriage return are escaped.
 enum CopyText {
     static func field(_ value: String?) -> String {

@@ -25,12 +25,16 @@ public struct EnqueueRequest: Sendable {
     public var activityIDs: [String]?
     public var activityType: String?
     public var channel: String?
+    /// Per-device content: locale variants as JSON text (an object from BCP 47 tag to a partial payload and
+    /// `fcm`), and the badge mode (`increment`). Both are validated by the database (`push.validate_job_content`).
+    public var localized: String?
+    public var badge: String?
 
     public init(
         appID: String, payload: String?, pushType: String?, apnsPriority: Int32?, tokens: [String]?, userIDs: [String]?,
         tags: [String]?, sendAt: Date?, expiresAt: Date?, ttlSeconds: Double?, collapseID: String?,
         idempotencyKey: String?, priority: Int32?, fcm: String? = nil, activityIDs: [String]? = nil,
-        activityType: String? = nil, channel: String? = nil
+        activityType: String? = nil, channel: String? = nil, localized: String? = nil, badge: String? = nil
     ) {
         self.appID = appID
         self.payload = payload
@@ -49,6 +53,8 @@ public struct EnqueueRequest: Sendable {
         self.activityIDs = activityIDs
         self.activityType = activityType
         self.channel = channel
+        self.localized = localized
+        self.badge = badge
     }
 }
 
@@ -93,7 +99,9 @@ extension OperatorStore {
                 fcm => \(r.fcm)::jsonb,
                 activity_ids => \(r.activityIDs)::text[],
                 activity_type => \(r.activityType)::text,
-                channel => \(r.channel)::text)
+                channel => \(r.channel)::text,
+                localized => \(r.localized)::jsonb,
+                badge => \(r.badge)::text)
             """)
         return try rows.first?.decode(Int64.self)
     }
