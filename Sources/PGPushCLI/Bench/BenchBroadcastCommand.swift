@@ -29,11 +29,19 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
               pgpush bench broadcast --devices 100000 --workers 2 --chunk-size 2000 --json
               pgpush bench broadcast --devices 100000 --live-activity   # a Live Activity update to 100,000 update tokens
               pgpush bench broadcast --devices 200000 --stand-in nginx --h2load   # the worker against nginx, beside h2load
+              pgpush bench broadcast --devices 100000 --per-device-content   # locale variants and badge increments
 
             --h2load runs h2load (-c4 -m100, as many requests as devices) against the same endpoint right before
             the broadcast, and reports the broadcast's tokens/s as a share of h2load's requests/s. --stand-in
             nginx sends to a throwaway nginx (a C HTTP/2 server that answers 200 and checks nothing) instead of
             the in-process simulator, so that neither side of the ratio pays for the simulator's checks.
+
+            --per-device-content registers the devices with locales (en, fr, fr-ca, de, es, pt-br, ja in turn,
+            every sixth none) and enqueues the broadcast with five locale variants of aps.alert, each about the
+            default alert's size, and badge => 'increment': each device gets its locale's variant (fr-ca gets
+            fr's; en and none get the job's alert) and its own badge counter plus one, which costs the worker a
+            statement per chunk (the chunk's locales, the badge steps). The run fails unless every device's
+            counter moved from 0 to 1. To see the cost, alternate runs with and without it in one session.
 
             Exit codes: 0 measured, 1 the broadcast failed or timed out, 130 interrupted, 64 bad usage.
             """)
@@ -80,6 +88,9 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
     @Flag(help: "Register the devices as Live Activity update tokens and send them a liveactivity update instead of an alert.")
     var liveActivity = false
 
+    @Flag(help: "Give the devices locales and the broadcast five locale variants and badge => 'increment' (each device its own message).")
+    var perDeviceContent = false
+
     @Option(help: "What answers as APNs: simulator (in-process, checks everything) or nginx (a throwaway nginx that answers 200).")
     var standIn: APNsStandInKind = .simulator
 
@@ -109,6 +120,9 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
         }
         guard (0...1).contains(androidShare) else { throw ValidationError("--android-share must be between 0 and 1") }
         if liveActivity, androidShare > 0 { throw ValidationError("--live-activity is iOS only: leave out --android-share") }
+        if liveActivity, perDeviceContent {
+            throw ValidationError("--per-device-content increments badges, and a Live Activity has none: pick one")
+        }
         if simulatorEndpoint != nil, androidShare > 0 {
             throw ValidationError("--android-share needs the in-process simulators, not --simulator-endpoint")
         }
@@ -137,7 +151,7 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
         configuration.nginxStandIn = standIn == .nginx
         let plan = BenchBroadcastPlan(
             devices: devices, workers: workers, latencySamples: latencySamples, timeout: .seconds(fromOption: timeout),
-            androidShare: androidShare, liveActivity: liveActivity,
+            androidShare: androidShare, liveActivity: liveActivity, perDeviceContent: perDeviceContent,
             simulatorLatency: simulatorEndpoint == nil && standIn == .simulator ? configuration.simulatorLatency : nil,
             h2load: h2load ? H2LoadBaseline(requests: devices) : nil,
             progress: json ? nil : FileHandle.standardError)

@@ -12,6 +12,9 @@ struct BenchBroadcastPlan: Sendable {
     var androidShare: Double = 0
     /// Whether the broadcast is a Live Activity update to update tokens instead of an alert to devices.
     var liveActivity = false
+    /// Whether the devices have locales and the broadcast has locale variants and increments their badges
+    /// (``BroadcastRig/localizedAlerts``, ``BroadcastRig/deviceLocales``).
+    var perDeviceContent = false
     /// The in-process simulator's answer delay, for the report; `nil` with an external simulator.
     var simulatorLatency: SimulatorLatency?
     /// h2load against the same endpoint before the broadcast, for the ratio; `nil` skips it.
@@ -28,6 +31,7 @@ struct BenchBroadcastPlan: Sendable {
         let registering = clock.now
         var audience = BroadcastRig.Devices(count: devices, androidShare: androidShare)
         audience.activityTokens = liveActivity
+        if perDeviceContent { audience.locales = BroadcastRig.deviceLocales }
         try await rig.registerDevices(audience)
         say("bench: \(devices) devices registered in \(String(format: "%.1f", (clock.now - registering).seconds)) s")
 
@@ -41,7 +45,8 @@ struct BenchBroadcastPlan: Sendable {
 
         // Phase 1: the broadcast, measured by the database's own timestamps.
         try rig.startWorkers(workers)
-        let job = liveActivity ? try await rig.enqueueActivityUpdate() : try await rig.enqueue()
+        let job = liveActivity
+            ? try await rig.enqueueActivityUpdate() : try await rig.enqueue(perDeviceContent: perDeviceContent)
         var printer = progress.map(ProgressPrinter.init(handle:))
         let final = try await rig.waitForJob(job, interval: .milliseconds(250), timeout: deadline - clock.now) {
             snapshot, seconds in printer?.show(snapshot, atSeconds: seconds)
@@ -49,6 +54,14 @@ struct BenchBroadcastPlan: Sendable {
         let jobSeconds = try await rig.database.jobDuration(job)
         let broadcastLedger = rig.ledger
         let broadcastWorkers = await rig.stopWorkers()
+        if perDeviceContent, final.state == "done" {
+            // The devices started at 0: each counter moved once, or the run did not measure what it says.
+            let counters = try await rig.badgeCounters(at: 1)
+            guard counters.devices == Int64(devices), counters.atValue == counters.devices else {
+                throw EmbeddedError(
+                    "per-device content: \(counters.atValue) of \(counters.devices) devices have badge counter 1 after the broadcast; each should have moved once from 0")
+            }
+        }
 
         // Phase 2: latency with fresh workers, so their statements and memory stay out of phase 1's figures.
         var latencies: [Double] = []
@@ -67,6 +80,7 @@ struct BenchBroadcastPlan: Sendable {
             devices: devices,
             androidShare: androidShare,
             liveActivity: liveActivity,
+            perDeviceContent: perDeviceContent,
             workers: workers,
             simulatorLatency: simulatorLatency,
             jobState: final.state,

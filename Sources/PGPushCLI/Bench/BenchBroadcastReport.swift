@@ -8,6 +8,8 @@ struct BenchBroadcastReport: Sendable {
     var androidShare: Double = 0
     /// Whether the broadcast was a Live Activity update to update tokens.
     var liveActivity = false
+    /// Whether the broadcast had per-device content: locale variants and a badge increment.
+    var perDeviceContent = false
     var workers: Int
     /// The in-process simulator's answer delay; `nil` with an external simulator.
     var simulatorLatency: SimulatorLatency?
@@ -68,6 +70,11 @@ struct BenchBroadcastReport: Sendable {
     var latencyP50Milliseconds: Double? { Self.percentile(latencySeconds, 0.50).map { $0 * 1000 } }
     var latencyP99Milliseconds: Double? { Self.percentile(latencySeconds, 0.99).map { $0 * 1000 } }
 
+    /// What `--per-device-content` sends, for the report.
+    static var perDeviceContentLabel: String {
+        "\(BroadcastRig.localizedAlertCount) locale variants, badge increment"
+    }
+
     /// Nearest-rank percentile.
     static func percentile(_ values: [Double], _ fraction: Double) -> Double? {
         guard !values.isEmpty else { return nil }
@@ -78,7 +85,8 @@ struct BenchBroadcastReport: Sendable {
 
     var json: [String: Any] {
         [
-            "devices": devices, "android_share": androidShare, "live_activity": liveActivity, "workers": workers, "job_state": jobState, "tokens": tokens,
+            "devices": devices, "android_share": androidShare, "live_activity": liveActivity,
+            "per_device_content": perDeviceContent, "workers": workers, "job_state": jobState, "tokens": tokens,
             "simulator_latency_ms": jsonValue(simulatorLatency?.json),
             "delivered": delivered, "failed": failed, "job_seconds": jsonValue(jobSeconds),
             "tokens_per_second": jsonValue(tokensPerSecond),
@@ -105,6 +113,7 @@ struct BenchBroadcastReport: Sendable {
         table.append(["devices", String(devices)])
         table.append(["android share (FCM)", String(format: "%.2f", androidShare)])
         if liveActivity { table.append(["push type", "liveactivity, to update tokens"]) }
+        if perDeviceContent { table.append(["per-device content", Self.perDeviceContentLabel]) }
         table.append(["workers", String(workers)])
         table.append(["APNs answered by", standIn])
         table.append(["simulator latency", simulatorLatency?.label ?? "-"])

@@ -58,6 +58,9 @@ final class BroadcastRig: @unchecked Sendable {
         var android: Int = 0
         /// Whether the live iOS devices are Live Activity update tokens (one activity each) instead.
         var activityTokens = false
+        /// Locales the live devices take in turn, every sixth one none (``BroadcastRig/deviceLocales``); empty:
+        /// no device has a locale.
+        var locales: [String] = []
         var total: Int { live + dead + bad }
 
         /// `count` devices of which ~`deadShare` are dead (410) and ~`badShare` malformed (BadDeviceToken), and
@@ -210,12 +213,13 @@ final class BroadcastRig: @unchecked Sendable {
         return (path, "PGPDEMOTM1", "PGPDEMOKY1", key.publicKey)
     }
 
-    /// Registers the devices in one statement each kind (``RigStore/registerDevices(appID:ios:android:dead:bad:)``).
+    /// Registers the devices in one statement each kind
+    /// (``RigStore/registerDevices(appID:ios:android:dead:bad:iosAsActivityTokens:locales:)``).
     func registerDevices(_ devices: Devices) async throws {
         let database = try database
         try await database.registerDevices(
             appID: appID, ios: devices.live - devices.android, android: devices.android, dead: devices.dead, bad: devices.bad,
-            iosAsActivityTokens: devices.activityTokens)
+            iosAsActivityTokens: devices.activityTokens, locales: devices.locales)
         try await database.analyzeDevices()
     }
 
@@ -248,12 +252,39 @@ final class BroadcastRig: @unchecked Sendable {
         return job
     }
 
+    /// Locales of the devices registered with per-device content (``Devices/locales``): `en` has no variant
+    /// (the job's own message), `fr-ca` gets `fr`'s.
+    static let deviceLocales = ["en", "fr", "fr-ca", "de", "es", "pt-br", "ja"]
+
+    /// The locale variants of a broadcast with per-device content: each overrides `aps.alert` with one of about
+    /// the default payload's size (``payload``).
+    static let localizedAlerts = #"""
+        {"fr":{"aps":{"alert":{"title":"pgpush","body":"Bonjour de la démo pgpush"}}},\#
+        "de":{"aps":{"alert":{"title":"pgpush","body":"Hallo aus der pgpush-Demo"}}},\#
+        "es":{"aps":{"alert":{"title":"pgpush","body":"Hola desde la demo de pgpush"}}},\#
+        "pt-br":{"aps":{"alert":{"title":"pgpush","body":"Olá da demo do pgpush"}}},\#
+        "ja":{"aps":{"alert":{"title":"pgpush","body":"pgpush デモからこんにちは"}}}}
+        """#
+
+    /// How many variants ``localizedAlerts`` has.
+    static var localizedAlertCount: Int {
+        ((try? JSONSerialization.jsonObject(with: Data(localizedAlerts.utf8))) as? [String: Any])?.count ?? 0
+    }
+
     /// Enqueues a broadcast to every device of the app (or to those of `userIDs`, or those with all of `tags`)
-    /// and returns the job id.
-    func enqueue(userIDs: [String]? = nil, tags: [String]? = nil, priority: Int = 0) async throws -> Int64 {
-        guard let job = try await database.enqueue(appID: appID, payload: Self.payload, userIDs: userIDs, tags: tags, priority: priority)
+    /// and returns the job id. With `perDeviceContent`, each device gets its locale's variant
+    /// (``localizedAlerts``) and its own badge counter plus one (`badge => 'increment'`).
+    func enqueue(userIDs: [String]? = nil, tags: [String]? = nil, priority: Int = 0, perDeviceContent: Bool = false) async throws -> Int64 {
+        guard let job = try await database.enqueue(
+            appID: appID, payload: Self.payload, userIDs: userIDs, tags: tags, priority: priority,
+            localized: perDeviceContent ? Self.localizedAlerts : nil, badge: perDeviceContent ? "increment" : nil)
         else { throw EmbeddedError("push.enqueue returned nothing") }
         return job
+    }
+
+    /// The app's devices, and how many of them have a badge counter of exactly `value`.
+    func badgeCounters(at value: Int) async throws -> (devices: Int64, atValue: Int64) {
+        try await database.badgeCounters(appID: appID, at: value)
     }
 
     /// Starts `count` worker processes against the rig's database and simulator.

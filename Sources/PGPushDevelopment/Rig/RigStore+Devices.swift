@@ -7,18 +7,24 @@ import PostgresNIO
 extension RigStore {
     /// Live iOS, live Android, dead (registered 30 days ago, so the simulator's 410 timestamp of yesterday prunes
     /// them) and malformed devices. With `iosAsActivityTokens` the live iOS ones are Live Activity update tokens,
-    /// one activity (`act-<n>`) each.
-    public func registerDevices(appID: String, ios: Int, android: Int, dead: Int, bad: Int, iosAsActivityTokens: Bool = false) async throws {
+    /// one activity (`act-<n>`) each. With `locales` (lowercase BCP 47 tags), every sixth live device has no
+    /// locale and the others take the tags in turn, set in the insert itself; without, no device has one.
+    public func registerDevices(
+        appID: String, ios: Int, android: Int, dead: Int, bad: Int, iosAsActivityTokens: Bool = false, locales: [String] = []
+    ) async throws {
+        // With 7 tags (no factor in common with 6), each tag is as common as any other.
         try await run("""
-            INSERT INTO push.devices (app_id, token, token_kind, activity_id)
+            INSERT INTO push.devices (app_id, token, token_kind, activity_id, locale)
             SELECT \(appID), lpad(to_hex(g), 64, '0'), CASE WHEN \(iosAsActivityTokens) THEN 'activity' ELSE 'device' END,
-                   CASE WHEN \(iosAsActivityTokens) THEN 'act-' || g END
+                   CASE WHEN \(iosAsActivityTokens) THEN 'act-' || g END,
+                   CASE WHEN g % 6 <> 0 THEN (\(locales)::text[])[g % nullif(cardinality(\(locales)::text[]), 0) + 1] END
               FROM generate_series(1, \(ios)) g
             """)
         // Android registration tokens look like FCM's: an instance id, a colon, and a long opaque part.
         try await run("""
-            INSERT INTO push.devices (app_id, token, platform)
-            SELECT \(appID), 'fcm' || lpad(to_hex(g), 19, '0') || ':APA91b' || md5(g::text) || md5((g + 1)::text), 'android'
+            INSERT INTO push.devices (app_id, token, platform, locale)
+            SELECT \(appID), 'fcm' || lpad(to_hex(g), 19, '0') || ':APA91b' || md5(g::text) || md5((g + 1)::text), 'android',
+                   CASE WHEN g % 6 <> 0 THEN (\(locales)::text[])[g % nullif(cardinality(\(locales)::text[]), 0) + 1] END
               FROM generate_series(1, \(android)) g
             """)
         try await run("""
@@ -30,6 +36,16 @@ extension RigStore {
             INSERT INTO push.devices (app_id, token)
             SELECT \(appID), 'bad0' || lpad(to_hex(g), 60, '0') FROM generate_series(1, \(bad)) g
             """)
+    }
+
+    /// The app's devices, and how many of them have a badge counter of exactly `value`.
+    public func badgeCounters(appID: String, at value: Int) async throws -> (devices: Int64, atValue: Int64) {
+        let rows = try await run("""
+            SELECT count(*), count(*) FILTER (WHERE badge = \(Int32(clamping: value))) FROM push.devices WHERE app_id = \(appID)
+            """)
+        guard let row = rows.first else { return (0, 0) }
+        let (devices, atValue) = try row.decode((Int64, Int64).self)
+        return (devices, atValue)
     }
 
     /// `ANALYZE push.devices`, so that the next job plans with the table's real size.

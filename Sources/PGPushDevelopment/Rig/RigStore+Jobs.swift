@@ -16,14 +16,17 @@ public struct DeliveryOutcome: Sendable {
 
 /// The rig's jobs: enqueued the way an application would, polled, and measured.
 extension RigStore {
-    /// A job to every device of the app (or to those of `userIDs`, or those with all of `tags`); its id.
+    /// A job to every device of the app (or to those of `userIDs`, or those with all of `tags`); its id. With
+    /// `localized` (a JSON object from locale to partial payload) or `badge` (`increment`), a job with
+    /// per-device content.
     public func enqueue(
         appID: String, payload: String, userIDs: [String]? = nil, tags: [String]? = nil, priority: Int = 0,
-        pushType: String? = nil
+        pushType: String? = nil, localized: String? = nil, badge: String? = nil
     ) async throws -> Int64? {
         try await run("""
             SELECT push.enqueue(\(appID), \(payload)::jsonb, user_ids => \(userIDs), tags => \(tags),
-                                priority => \(priority)::int, push_type => \(pushType)::text)
+                                priority => \(priority)::int, push_type => \(pushType)::text,
+                                localized => \(localized)::jsonb, badge => \(badge)::text)
             """).first?.decode(Int64.self)
     }
 
