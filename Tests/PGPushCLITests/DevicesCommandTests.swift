@@ -112,6 +112,58 @@ struct DevicesCommandTests {
         }
     }
 
+    @Test("a locale column: normalised as push.normalize_locale does (fr_CA is fr-ca); a re-import without one keeps it")
+    func importLocales() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("news")
+            try await db.exec("SELECT push.register_device('news', \(TestTokens.token(3)), locale => 'de')")
+            let csv = "token,user_id,locale\n\(TestTokens.token(1)),u1,fr_CA\n\(TestTokens.token(2)),u2, PT-br \n\(TestTokens.token(3)),u3,\n"
+            let file = try temporaryFile(csv, suffix: ".csv")
+            defer { try? FileManager.default.removeItem(at: file) }
+            let run = try await CLIProcess.run(["devices", "import", file.path, "--app", "news", "--database-url", db.urlString])
+            #expect(run.status == 0, "\(run)")
+            func locale(_ index: Int) async throws -> String? {
+                let rows = try await db.exec("SELECT locale FROM push.devices WHERE token = \(TestTokens.token(index))")
+                return try #require(rows.first).decode(String?.self)
+            }
+            #expect(try await locale(1) == "fr-ca")
+            #expect(try await locale(2) == "pt-br")
+            // An empty locale field keeps the one the device registered with.
+            #expect(try await locale(3) == "de")
+
+            // Neither a file without the column nor one with it empty takes a locale away.
+            let lines = try await CLIProcess.run(
+                ["devices", "import", "-", "--app", "news", "--database-url", db.urlString], stdin: Data(TestTokens.token(1).utf8))
+            #expect(lines.status == 0, "\(lines)")
+            let tsv = try temporaryFile("token\tlocale\n\(TestTokens.token(2))\t\n\(TestTokens.token(3))\tzh_Hant_TW\n", suffix: ".tsv")
+            defer { try? FileManager.default.removeItem(at: tsv) }
+            let again = try await CLIProcess.run(["devices", "import", tsv.path, "--app", "news", "--database-url", db.urlString])
+            #expect(again.status == 0, "\(again)")
+            #expect(try await locale(1) == "fr-ca")
+            #expect(try await locale(2) == "pt-br")
+            #expect(try await locale(3) == "zh-hant-tw")
+        }
+    }
+
+    @Test("a malformed locale: exit 1 naming its line and the field, nothing imported or changed")
+    func malformedLocaleImportsNothing() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("news")
+            try await db.exec("SELECT push.register_device('news', \(TestTokens.token(1)), 'u1', locale => 'en')")
+            for bad in ["english", "e", "fr--ca", "fr-", "fr-toolongsubtag", "fr ca", "français", "en-" + Array(repeating: "a1b2c3d4", count: 4).joined(separator: "-")] {
+                let csv = "token,user_id,locale\n\(TestTokens.token(1)),u2,fr\n\(TestTokens.token(2)),u2,\"\(bad)\"\n"
+                let file = try temporaryFile(csv, suffix: ".csv")
+                defer { try? FileManager.default.removeItem(at: file) }
+                let run = try await CLIProcess.run(["devices", "import", file.path, "--app", "news", "--database-url", db.urlString])
+                #expect(run.status == 1, "\(bad): \(run)")
+                #expect(run.stderr.contains("line 3: locale '"), "\(bad): \(run)")
+                #expect(run.stderr.contains("is not a BCP 47 language tag"), "\(bad): \(run)")
+            }
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices") == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices WHERE user_id = 'u1' AND locale = 'en'") == 1)
+        }
+    }
+
     @Test("an unknown app exits 2")
     func unknownApp() async throws {
         try await TestDatabase.with { db in

@@ -17,17 +17,20 @@ struct DevicesImportCommand: AsyncParsableCommand {
         abstract: "Bulk-register device tokens from a file (all or nothing).",
         discussion: """
             Formats: lines (one token per line; blank lines and # comments skipped), csv or tsv with a header \
-            naming the columns token, user_id, tags, platform (token required; tags separated by | or ;; \
-            platform ios or android, --platform where empty or absent). Without \
+            naming the columns token, user_id, tags, platform, locale (token required; tags separated by | or ;; \
+            platform ios or android, --platform where empty or absent; locale a BCP 47 tag such as fr, fr-CA, \
+            fr_CA or zh-Hant-TW, stored lowercase with - as push.normalize_locale gives it, e.g. fr-ca). Without \
             --format, .csv and .tsv files are read as such and anything else, stdin included, as lines.
 
             iOS tokens are lowercased and must be 64 to 200 hex characters; Android (FCM) registration tokens \
-            are kept as given and must be 16 to 1024 of A-Z, a-z, 0-9, '_', '-' and ':'. The whole file is \
-            checked first: one bad \
+            are kept as given and must be 16 to 1024 of A-Z, a-z, 0-9, '_', '-' and ':'. A locale must match \
+            ^[a-z]{2,3}(-[a-z0-9]{1,8})*$ once lowercased with _ as -, at most 35 characters, as \
+            push.register_device requires. The whole file is checked first: one bad \
             line (named in the error) and nothing is imported. Then, in one transaction, the rows are copied \
             into a temporary table and upserted into push.devices: a token already registered gets the file's \
-            user_id and tags and a new registered_at, as push.register_device does. A column the file does not \
-            have (a lines file has neither) leaves the stored value alone. When a token appears twice, its \
+            user_id, tags and locale and a new registered_at, as push.register_device does. A column the file \
+            does not have (a lines file has none of them) leaves the stored value alone, and so does an empty \
+            locale: a device imported without a locale keeps the one it has. When a token appears twice, its \
             last line wins.
 
             Examples:

@@ -10,13 +10,19 @@ public struct DeviceRecord: Equatable, Sendable {
     public var userID: String?
     public var tags: [String]
     public var platform: DevicePlatform
+    /// A BCP 47 tag such as `fr_CA` or `fr-ca`, normalised by `push.normalize_locale` on import; `nil` keeps the
+    /// locale the device has, as a registration without one does.
+    public var locale: String?
 
-    public init(line: Int, token: String, userID: String?, tags: [String], platform: DevicePlatform = .ios) {
+    public init(
+        line: Int, token: String, userID: String?, tags: [String], platform: DevicePlatform = .ios, locale: String? = nil
+    ) {
         self.line = line
         self.token = token
         self.userID = userID
         self.tags = tags
         self.platform = platform
+        self.locale = locale
     }
 }
 
@@ -32,7 +38,9 @@ extension OperatorStore {
 
     /// Loads the records with COPY into a temporary table, then upserts them in the same transaction, which
     /// holds the app's row against deletion. An existing device keeps its user id and tags unless the file has
-    /// that column (`replaceUserIDs`, `replaceTags`). `nil` for an unknown app.
+    /// that column (`replaceUserIDs`, `replaceTags`), and its locale unless the record has one (as
+    /// push.register_device does). Locales are normalised by push.normalize_locale; one that is not a BCP 47
+    /// tag fails the devices_locale_form check and nothing is imported. `nil` for an unknown app.
     public func importDevices(
         appID: String, records: [DeviceRecord], replaceUserIDs: Bool, replaceTags: Bool
     ) async throws -> DeviceImportResult? {
@@ -42,17 +50,19 @@ extension OperatorStore {
             guard try await !store.run("SELECT 1 FROM push.apps WHERE id = \(appID) FOR SHARE").isEmpty else { return nil }
             guard !records.isEmpty else { return DeviceImportResult(inserted: 0, updated: 0) }
             try await store.run("""
-                CREATE TEMPORARY TABLE pgpush_device_import (line integer, token text, user_id text, tags text, platform text)
+                CREATE TEMPORARY TABLE pgpush_device_import (
+                    line integer, token text, user_id text, tags text, platform text, locale text)
                 ON COMMIT DROP
                 """)
             try await connection.copyFrom(
-                table: "pgpush_device_import", columns: ["line", "token", "user_id", "tags", "platform"], logger: logger
+                table: "pgpush_device_import", columns: ["line", "token", "user_id", "tags", "platform", "locale"], logger: logger
             ) { writer in
                 var chunk = ""
                 for record in records {
                     // Tags travel as a JSON array: no array-literal quoting rules to get wrong.
                     let tags = String(decoding: try JSONSerialization.data(withJSONObject: record.tags), as: UTF8.self)
-                    chunk += CopyText.row([String(record.line), record.token, record.userID, tags, record.platform.rawValue])
+                    chunk += CopyText.row(
+                        [String(record.line), record.token, record.userID, tags, record.platform.rawValue, record.locale])
                     if chunk.utf8.count >= Self.importBatchBytes {
                         try await writer.write(ByteBuffer(string: chunk))
                         chunk = ""
@@ -62,15 +72,19 @@ extension OperatorStore {
             }
             let rows = try await store.run("""
                 WITH upserted AS (
-                    INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform)
+                    INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform, locale)
                     SELECT DISTINCT ON (i.token) \(appID)::text, i.token, i.user_id,
-                           ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), now(), i.platform
+                           ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), now(), i.platform,
+                           -- A malformed locale is kept as given, for devices_locale_form to refuse, not dropped.
+                           coalesce(push.normalize_locale(i.locale), i.locale)
                       FROM pgpush_device_import i
                      ORDER BY i.token, i.line DESC
                     ON CONFLICT (app_id, token) DO UPDATE
                        SET user_id = CASE WHEN \(replaceUserIDs) THEN EXCLUDED.user_id ELSE d.user_id END,
                            tags = CASE WHEN \(replaceTags) THEN EXCLUDED.tags ELSE d.tags END,
-                           registered_at = EXCLUDED.registered_at, platform = EXCLUDED.platform
+                           registered_at = EXCLUDED.registered_at, platform = EXCLUDED.platform,
+                           -- An import without a locale keeps the one the device has.
+                           locale = coalesce(EXCLUDED.locale, d.locale)
                     RETURNING (xmax = 0) AS inserted
                 )
                 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM upserted

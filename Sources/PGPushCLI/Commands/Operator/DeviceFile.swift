@@ -6,7 +6,8 @@ import PGPushStore
 enum DeviceFileFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
     /// One token per line; blank lines and lines starting with `#` are skipped.
     case lines
-    /// Comma-separated with a header naming the columns: `token` and optionally `user_id`, `tags`.
+    /// Comma-separated with a header naming the columns: `token` and optionally `user_id`, `tags`, `platform`,
+    /// `locale`.
     /// Fields may be double-quoted (RFC 4180), so a field can hold a comma, a quote or a line break.
     case csv
     /// Tab-separated with the same header; no quoting.
@@ -58,7 +59,7 @@ struct DeviceFile: Sendable {
         }
     }
 
-    static let columns = ["token", "user_id", "tags", "platform"]
+    static let columns = ["token", "user_id", "tags", "platform", "locale"]
 
     private static func table(
         _ rows: [(line: Int, fields: [String])], format: DeviceFileFormat, platform defaultPlatform: DevicePlatform
@@ -74,6 +75,7 @@ struct DeviceFile: Sendable {
         let userColumn = names.firstIndex(of: "user_id")
         let tagColumn = names.firstIndex(of: "tags")
         let platformColumn = names.firstIndex(of: "platform")
+        let localeColumn = names.firstIndex(of: "locale")
         var records: [DeviceRecord] = []
         for row in rows.dropFirst() {
             guard row.fields.count == names.count else {
@@ -90,12 +92,15 @@ struct DeviceFile: Sendable {
                     platform = given
                 }
             }
+            var locale: String?
+            if let localeColumn { locale = try Self.locale(row.fields[localeColumn], line: row.line) }
             records.append(DeviceRecord(
                 line: row.line,
                 token: try token(row.fields[tokenColumn], platform: platform, line: row.line),
                 userID: user?.isEmpty == false ? user : nil,
                 tags: tagColumn.map { tags(row.fields[$0]) } ?? [],
-                platform: platform))
+                platform: platform,
+                locale: locale))
         }
         return DeviceFile(records: records, hasUserIDs: userColumn != nil, hasTags: tagColumn != nil)
     }
@@ -121,6 +126,33 @@ struct DeviceFile: Sendable {
             throw OperatorError(.failed, "line \(line): invalid device token \(shown): \(rule); nothing was imported")
         }
         return token
+    }
+
+    /// Checks a locale as push.register_device does: trimmed, ASCII letters lowercased and `_` turned into `-`,
+    /// it must match `^[a-z]{2,3}(-[a-z0-9]{1,8})*$` and be at most 35 characters (a BCP 47 tag such as `fr`,
+    /// `fr-CA` or `zh-Hant-TW`). An empty field is `nil`: the device keeps the locale it has. The store still
+    /// normalises what it imports with push.normalize_locale.
+    static func locale(_ raw: String, line: Int) throws(OperatorError) -> String? {
+        let trimmed = raw.trimmingCharacters(in: .whitespaces)
+        if trimmed.isEmpty { return nil }
+        let bytes = trimmed.utf8.map { byte -> UInt8 in
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte + 32
+            case UInt8(ascii: "_"): UInt8(ascii: "-")
+            default: byte
+            }
+        }
+        let subtags = bytes.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+        let isLetter = { (byte: UInt8) in (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) }
+        let isDigit = { (byte: UInt8) in (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
+        let valid = bytes.count <= 35
+            && (2...3).contains(subtags[0].count) && subtags[0].allSatisfy(isLetter)
+            && subtags.dropFirst().allSatisfy { (1...8).contains($0.count) && $0.allSatisfy { isLetter($0) || isDigit($0) } }
+        guard valid else {
+            throw OperatorError(.failed, "line \(line): locale '\(trimmed.prefix(40))' is not a BCP 47 language tag such as "
+                + "'fr', 'fr-CA' or 'zh-Hant-TW'; nothing was imported")
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     private static func isFCMTokenByte(_ byte: UInt8) -> Bool {
