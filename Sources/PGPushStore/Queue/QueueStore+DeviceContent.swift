@@ -7,12 +7,13 @@ extension QueueStore {
     /// locale, and for a job that increments badges, the number to send. A token that is not a registered
     /// device (an explicit token list may name one) has no entry.
     ///
-    /// The counter moves once per (job, device). The statement locks the devices in token order (two jobs'
-    /// chunks over the same devices wait for each other instead of deadlocking), records each step in
-    /// `push.badge_steps` under its (job, token) key, and moves the counter only for steps it recorded. A retry
-    /// of a token, or a chunk re-sent after its worker crashed, finds its step and sends the same number again.
-    /// Should two holders of one chunk race (a lease lost while its sends were still out), the second waits on the
-    /// first's row locks and then sees its step, so it moves nothing either.
+    /// The counter moves once per (job, device). The statement first records each step in `push.badge_steps`
+    /// under its (job, token) key, then moves the counters of the steps it recorded, and only those: the key
+    /// decides, so two holders of one chunk racing (a lease lost while its sends were still out) cannot both
+    /// move a counter, and a retry of a token, or a chunk re-sent after its worker crashed, finds its step and
+    /// sends the number it recorded. The number sent on a first step is the counter as moved (read from the
+    /// locked row); the one recorded for a retry is read before the lock, so it can be one behind only when two
+    /// jobs step the same device at the same moment.
     public func deviceContents(of chunk: ClaimedChunk, tokens: [String]) async throws -> [String: DeviceContent] {
         guard !tokens.isEmpty else { return [:] }
         let rows: [PostgresRow]
@@ -20,28 +21,30 @@ extension QueueStore {
             rows = try await run("""
                 WITH wanted AS (
                     SELECT DISTINCT t.token FROM unnest(\(tokens)::text[]) AS t(token)
-                ), locked AS (
-                    SELECT d.token, d.locale, d.badge FROM push.devices d JOIN wanted w ON w.token = d.token
-                     WHERE d.app_id = \(chunk.appID)
-                     ORDER BY d.token
-                       FOR NO KEY UPDATE OF d
                 ), recorded AS (
                     INSERT INTO push.badge_steps (job_id, token, badge)
-                    SELECT \(chunk.jobID), l.token, l.badge + 1 FROM locked l ORDER BY l.token
+                    SELECT \(chunk.jobID), d.token, d.badge + 1
+                      FROM wanted w CROSS JOIN LATERAL (
+                               SELECT d.token, d.badge FROM push.devices d
+                                WHERE d.app_id = \(chunk.appID) AND d.token = w.token OFFSET 0) d
+                     ORDER BY d.token
                     ON CONFLICT (job_id, token) DO NOTHING
-                    RETURNING token, badge
+                    RETURNING token
                 ), moved AS (
-                    UPDATE push.devices d SET badge = r.badge
+                    UPDATE push.devices d SET badge = d.badge + 1
                       FROM recorded r
                      WHERE d.app_id = \(chunk.appID) AND d.token = r.token
+                    RETURNING d.token, d.locale, d.badge
                 )
-                -- A step recorded by an earlier attempt is in the snapshot; one a racing holder committed while
-                -- this statement waited for its locks is not, but the counter it moved is (the locked row is
-                -- read anew after the wait).
-                SELECT l.token, l.locale, coalesce(r.badge, s.badge, l.badge)
-                  FROM locked l
-                  LEFT JOIN recorded r ON r.token = l.token
-                  LEFT JOIN push.badge_steps s ON s.job_id = \(chunk.jobID) AND s.token = l.token
+                SELECT m.token, m.locale, m.badge FROM moved m
+                UNION ALL
+                -- Steps of earlier attempts (this statement's own are not in its snapshot). One probe per token:
+                -- as a join, the planner may read every device of the app.
+                SELECT x.token, x.locale, x.badge
+                  FROM wanted w CROSS JOIN LATERAL (
+                           SELECT d.token, d.locale, s.badge
+                             FROM push.badge_steps s JOIN push.devices d ON d.app_id = \(chunk.appID) AND d.token = s.token
+                            WHERE s.job_id = \(chunk.jobID) AND s.token = w.token OFFSET 0) x
                 """)
         } else {
             rows = try await run("""
