@@ -37,12 +37,7 @@ struct DashboardCommandTests {
             let child = try Child(["dashboard", "--database-url", db.urlString, "--port", "0"])
             defer { child.kill() }
             let started = ContinuousClock.now
-            var address: String?
-            while address == nil, ContinuousClock.now - started < .seconds(20) {
-                address = child.stderrSoFar().firstMatch(of: /address=(http:\/\/127\.0\.0\.1:\d+\/)/).map { String($0.1) }
-                if address == nil { try await Task.sleep(for: .milliseconds(50)) }
-            }
-            let base = try #require(address, "the dashboard logged its address: \(child.stderrSoFar())")
+            let base = try await child.address()
             #expect(ContinuousClock.now - started < .seconds(10))
             let overview = try await Browser.dumpDOM(base)
             #expect(overview.contains(">mixed</a>") && overview.contains(">news</a>"))
@@ -50,6 +45,47 @@ struct DashboardCommandTests {
             #expect(try await HTTPClient.send("POST", base + "jobs/1/cancel").status == 405)
             let status = try await child.terminate()
             #expect(status == 0, "SIGTERM stops it gracefully")
+        }
+    }
+}
+
+extension DashboardCommandTests {
+    /// The analyst's login, in the reporting role: told at start (stderr) and on the page that the dashboard needs
+    /// pgpush_dashboard, and the grant works without a restart; the dashboard's own login is told nothing.
+    @Test(.database) func aReaderLoginIsToldAtStartAndOnThePageThatItNeedsPgpushDashboard() async throws {
+        try await TestDatabase.with { db in
+            _ = try await Seed.standard(db)
+            let reader = try await db.createLogin(memberOf: "pgpush_reader")
+            let child = try Child(["dashboard", "--database-url", db.urlString(user: reader), "--port", "0"])
+            defer { child.kill() }
+            let base = try await child.address()
+            let line = "login \(reader) is not a member of pgpush_dashboard: the dashboard reads tables that pgpush_reader cannot read"
+                + " (it may read the views only); GRANT pgpush_dashboard TO \(reader)"
+            let told = try await child.waitForStderr { $0.contains(line) }
+            #expect(told, "stderr: \(child.stderrSoFar())")
+            #expect(child.stderrSoFar().components(separatedBy: "is not a member of").count == 2, "one line")
+
+            let page = try await HTTPClient.send("GET", base)
+            #expect(page.status == 403)
+            #expect(page.body.contains("login \(reader) is not a member of pgpush_dashboard"))
+            #expect(page.body.contains("GRANT pgpush_dashboard TO \(reader);"))
+            #expect(!page.body.contains("could not answer") && !child.stderrSoFar().contains("could not answer"))
+            let browser = try await Browser.dumpDOM(base + "jobs")
+            #expect(browser.contains("<pre id=\"login-fix\">GRANT pgpush_dashboard TO \(reader);</pre>"))
+
+            try await db.execute("GRANT pgpush_dashboard TO \(unescaped: reader)")
+            let granted = try await HTTPClient.send("GET", base)
+            #expect(granted.status == 200 && granted.body.contains(">news</a>"))
+            #expect(try await child.terminate() == 0)
+
+            // The dashboard's own login: the normal pages, nothing said about its roles.
+            let login = try await db.createLogin(memberOf: "pgpush_dashboard")
+            let dashboard = try Child(["dashboard", "--database-url", db.urlString(user: login), "--port", "0"])
+            defer { dashboard.kill() }
+            let overview = try await HTTPClient.send("GET", try await dashboard.address())
+            #expect(overview.status == 200 && overview.body.contains(">mixed</a>"))
+            #expect(!dashboard.stderrSoFar().contains("member of"), "\(dashboard.stderrSoFar())")
+            #expect(try await dashboard.terminate() == 0)
         }
     }
 }
@@ -77,6 +113,27 @@ final class Child: @unchecked Sendable {
     deinit { try? FileManager.default.removeItem(at: stderrURL) }
 
     func stderrSoFar() -> String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+
+    /// Waits (up to 20 s) for the dashboard's log line with its address, and returns it.
+    func address() async throws -> String {
+        let started = ContinuousClock.now
+        var address: String?
+        while address == nil, ContinuousClock.now - started < .seconds(20) {
+            address = stderrSoFar().firstMatch(of: /address=(http:\/\/127\.0\.0\.1:\d+\/)/).map { String($0.1) }
+            if address == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        return try #require(address, "the dashboard logged its address: \(stderrSoFar())")
+    }
+
+    /// Waits (up to 10 s) until standard error satisfies `condition`.
+    func waitForStderr(_ condition: (String) -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition(stderrSoFar()) {
+            guard ContinuousClock.now < deadline else { return false }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return true
+    }
 
     /// Waits for the exit without blocking a thread of the cooperative pool.
     func wait() async -> Int32 {

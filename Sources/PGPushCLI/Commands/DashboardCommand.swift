@@ -16,8 +16,10 @@ struct DashboardCommand: AsyncParsableCommand {
         abstract: "Serve the web dashboard: apps, jobs, outcomes, pruned devices, the operator audit.",
         discussion: """
             Pages: / (overview), /apps/<id>, /jobs (filters in the URL), /jobs/<id>, /outcomes, /pruned, /audit;
-            every table exports as CSV and JSON. It reads as its own database login: a login granted some apps
-            (push.grant_app) sees only those.
+            every table exports as CSV and JSON. It reads as its own database login, a member of pgpush_dashboard
+            (pgpush_dashboard_actions with --allow-actions; pgpush_reader reads the views only, not enough): a login
+            without it is told so at start and on every page (403, with the GRANT), and a later grant takes effect
+            on the next page. A login granted some apps (push.grant_app) sees only those.
 
             Read-only by default: every POST is refused. --allow-actions adds POST /jobs/<id>/cancel,
             /apps/<id>/pause (form field reason) and /apps/<id>/resume, each recorded in push.operator_audit with

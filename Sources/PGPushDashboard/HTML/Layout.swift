@@ -6,6 +6,9 @@ struct PageContext: Sendable {
     let query: FormData
     let allowActions: Bool
     let refreshSeconds: Int
+    /// What the login lacks that the page can do without (`pgpush_dashboard_actions` with `--allow-actions`):
+    /// said above the page's content.
+    var loginNotice: LoginProblem? = nil
 
     /// A link to a route of the dashboard (`path` begins with `/`), under the base path.
     func link(_ path: String, _ query: String = "") -> String { basePath + path + query }
@@ -27,6 +30,9 @@ enum Layout {
         let links = nav.map { path, name in HTML("<a href=\"\(context.link(path))\">\(name)</a>") }.joined()
         let refresh: HTML = page.live ? " data-refresh=\"\(context.refreshSeconds)\"" : ""
         let mode: HTML = context.allowActions ? "<span class=\"mode act\">actions on</span>" : "<span class=\"mode\">read-only</span>"
+        let notice: HTML = context.loginNotice.map { problem in
+            HTML("<p id=\"login-notice\" class=\"bad\">The actions will be refused: \(problem.summary); \(problem.fix)</p>\n")
+        } ?? .empty
         return """
             <!doctype html>
             <html lang="en">
@@ -41,7 +47,7 @@ enum Layout {
             <body>
             <header><strong>pgpush</strong><nav>\(links)</nav>\(mode)<button id="live-toggle" type="button" hidden>Pause live updates</button></header>
             <main id="content"\(refresh)>
-            <h1>\(page.title)</h1>
+            \(notice)<h1>\(page.title)</h1>
             \(page.body)
             </main>
             </body>

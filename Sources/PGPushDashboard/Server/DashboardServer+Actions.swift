@@ -41,11 +41,19 @@ extension DashboardServer {
         }
     }
 
+    /// Runs an action, unless the login lacks `pgpush_dashboard_actions`: then 403 saying so (as for a refusal
+    /// of the database, SQLSTATE 42501, found out while running it).
     private func act(_ name: String, _ body: () async throws -> Response) async throws -> Response {
+        if let problem = await currentLoginProblem() {
+            logger.warning("dashboard action refused: \(problem.line)", metadata: ["action": "\(name)", "user": "\(configuration.user)"])
+            return forbidden(problem, nil)
+        }
         do {
             let response = try await body()
             logger.notice("dashboard action", metadata: ["action": "\(name)", "user": "\(configuration.user)", "status": "\(response.status.code)"])
             return response
+        } catch where Self.isPermissionDenied(error) {
+            return await permissionDenied(error, page: name, context: nil)
         } catch {
             return failure(error, page: name)
         }

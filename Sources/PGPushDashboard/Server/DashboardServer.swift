@@ -22,6 +22,8 @@ public final class DashboardServer: Service, Sendable {
     let closedDays = SnapshotCache<[DashboardOutcome]>(ttl: .seconds(3600), capacity: 512)
     let prunedCache: SnapshotCache<[DashboardPrunedCount]>
     private let boundPort = Mutex<Int?>(nil)
+    /// The login's roles as last checked (``checkLogin(atStart:)``).
+    let loginState = Mutex<LoginState>(.unchecked)
 
     /// - Parameters:
     ///   - configuration: validated here: ``DashboardConfiguration/validate()`` throws before anything listens.
@@ -60,6 +62,10 @@ public final class DashboardServer: Service, Sendable {
                     ])
             },
             logger: logger)
+        // The login's roles, checked beside the server starting (a database that does not answer must not delay
+        // it): one log line when a group is missing. The pages explain it as well, so the dashboard serves anyway.
+        let check = Task { await self.checkLogin(atStart: true) }
+        defer { check.cancel() }
         do {
             try await app.runService()
         } catch let error as IOError {
@@ -170,18 +176,28 @@ public final class DashboardServer: Service, Sendable {
     // MARK: Responses
 
     /// Renders a page as HTML, or one of its tables as CSV or JSON (`?format=…&table=…`); counts and times it.
+    /// While the login lacks the group the pages read with, every page answers 403 saying so (``forbidden(_:_:)``).
     private func page(_ name: String, _ request: Request, _ load: (PageContext) async throws -> Page?) async throws -> Response {
         let started = ContinuousClock.now
-        let context = pageContext(request)
+        var context = pageContext(request)
         let response: Response
-        do {
-            if let page = try await load(context) {
-                response = Self.respond(page, context)
-            } else {
-                response = Self.text(.notFound, "not found (or not one of the apps this login may see)\n")
+        let problem = await currentLoginProblem()
+        if let problem, problem.blocksPages {
+            // The page's statements would be refused: say which group the login lacks instead.
+            response = forbidden(problem, context)
+        } else {
+            context.loginNotice = problem
+            do {
+                if let page = try await load(context) {
+                    response = Self.respond(page, context)
+                } else {
+                    response = Self.text(.notFound, "not found (or not one of the apps this login may see)\n")
+                }
+            } catch where Self.isPermissionDenied(error) {
+                response = await permissionDenied(error, page: name, context: context)
+            } catch {
+                response = failure(error, page: name)
             }
-        } catch {
-            response = failure(error, page: name)
         }
         let elapsed = ContinuousClock.now - started
         Counter(label: "pgpush_dashboard_requests_total", dimensions: [("page", name), ("status", "\(response.status.code)")]).increment()

@@ -58,7 +58,7 @@ public struct DashboardStore: Sendable {
 
     /// A transaction on a connection of the pool, given up (``PGPushError/Code/databaseUnavailable``) once its
     /// connection closes under it, or at ``pageDeadline``: a page must not hang on a server that restarted.
-    private func transaction<Result: Sendable>(
+    func transaction<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         try await client.withWatchedTransaction(deadline: pageDeadline, logger: logger, body)
