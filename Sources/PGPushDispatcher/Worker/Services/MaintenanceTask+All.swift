@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PGPushStore
+import Synchronization
 
 extension MaintenanceTask {
     /// The worker's maintenance tasks. Every worker keeps its own apps current; one worker of the fleet, the
@@ -8,6 +9,7 @@ extension MaintenanceTask {
     static func all(for worker: Worker) -> [MaintenanceTask] {
         let configuration = worker.configuration
         let every = configuration.maintenanceInterval
+        let staleDeviceSweep = StaleDeviceSweepClock()
         return [
             MaintenanceTask(name: "app reload", interval: every, leaderOnly: false) {
                 try await worker.registry.reload()
@@ -35,10 +37,11 @@ extension MaintenanceTask {
             },
             MaintenanceTask(name: "retention", interval: every, leaderOnly: true) {
                 let removed = try await worker.store.removeExpired(olderThan: configuration.retention)
-                if removed.jobsRemoved + removed.auditRowsRemoved + removed.pruneCandidatesRemoved > 0 {
+                let events = try await worker.store.removeExpiredEvents(olderThan: configuration.retention)
+                if removed.jobsRemoved + removed.auditRowsRemoved + removed.pruneCandidatesRemoved + events > 0 {
                     worker.logger.info("retention", metadata: [
                         "jobs": "\(removed.jobsRemoved)", "pruned_devices": "\(removed.auditRowsRemoved)",
-                        "prune_candidates": "\(removed.pruneCandidatesRemoved)",
+                        "prune_candidates": "\(removed.pruneCandidatesRemoved)", "job_events": "\(events)",
                     ])
                 }
             },
@@ -60,6 +63,19 @@ extension MaintenanceTask {
                 if expired > 0 {
                     worker.metrics.recordPruned(reason: "ActivityTokenExpired", count: expired)
                     worker.logger.info("expired Live Activity update tokens removed", metadata: ["tokens": "\(expired)"])
+                }
+            },
+            // Devices not registered again within --stale-device-days: a sweep of push.devices at most every
+            // staleDeviceSweepInterval, looked for every pass so that a new leader sweeps soon.
+            MaintenanceTask(name: "stale devices", interval: every, leaderOnly: true) {
+                guard let age = configuration.staleDeviceAge,
+                      staleDeviceSweep.isDue(every: configuration.staleDeviceSweepInterval) else { return }
+                let removed = try await worker.sweepStaleDevices(olderThan: age)
+                staleDeviceSweep.finished()
+                if removed > 0 {
+                    worker.logger.info("stale devices removed", metadata: [
+                        "devices": "\(removed)", "stale_device_days": "\(age.inSeconds / 86_400)",
+                    ])
                 }
             },
             MaintenanceTask(name: "backlog metrics", interval: every, leaderOnly: true) {
@@ -93,6 +109,19 @@ extension Worker {
         }
     }
 
+    /// One sweep for stale devices, batch by batch, while this worker leads and is not stopping.
+    func sweepStaleDevices(olderThan age: Duration) async throws -> Int {
+        var removed = 0
+        var next: String?
+        repeat {
+            let batch = try await store.removeStaleDevices(olderThan: age, after: next)
+            removed += batch.removed
+            if batch.removed > 0 { metrics.recordPruned(reason: QueueStore.staleDeviceReason, count: batch.removed) }
+            next = batch.next
+        } while next != nil && !Task.isCancelled && isMaintenanceLeader.load(ordering: .relaxed)
+        return removed
+    }
+
     /// Samples the app pools' gauges.
     func samplePools() async {
         var streams = 0, open = 0, goaways = 0, reconnects = 0
@@ -104,5 +133,19 @@ extension Worker {
             reconnects += stats.reconnects
         }
         metrics.samplePools(streams: streams, connections: open, goaways: goaways, reconnects: reconnects)
+    }
+}
+
+/// When the leader last finished a sweep for stale devices: a sweep reads all of `push.devices`, so it runs once
+/// per ``WorkerConfiguration/staleDeviceSweepInterval``, not every maintenance pass.
+final class StaleDeviceSweepClock: Sendable {
+    private let lastFinished = Mutex<ContinuousClock.Instant?>(nil)
+
+    func isDue(every interval: Duration, now: ContinuousClock.Instant = .now) -> Bool {
+        lastFinished.withLock { last in last.map { now - $0 >= interval } ?? true }
+    }
+
+    func finished(at now: ContinuousClock.Instant = .now) {
+        lastFinished.withLock { $0 = now }
     }
 }
