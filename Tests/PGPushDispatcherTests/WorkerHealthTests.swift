@@ -31,3 +31,25 @@ import Testing
         #expect(!health.isHealthy(at: Self.start + .seconds(61)))
     }
 }
+
+/// `/readyz`'s rule: the first reason that applies, or ready.
+@Suite struct WorkerReadinessTests {
+    @Test func aWorkerThatReachesItsDatabaseAndItsProvidersIsReady() {
+        #expect(WorkerReadiness.notReadyReason(databaseAnswered: true, databaseProblem: nil, draining: false, proxyProblem: nil) == nil)
+    }
+
+    @Test func providersUnreachableThroughTheProxyMakeItNotReadyAndSayWhy() {
+        let problem = "HTTPS proxy http://***@proxy:3128 refused CONNECT api.push.apple.com:443: 407 Proxy Authentication Required"
+        #expect(WorkerReadiness.notReadyReason(databaseAnswered: true, databaseProblem: nil, draining: false, proxyProblem: problem)
+            == "providers unreachable: " + problem)
+    }
+
+    @Test func drainingAndTheDatabaseComeFirst() {
+        #expect(WorkerReadiness.notReadyReason(databaseAnswered: true, databaseProblem: "the database is unreachable", draining: true, proxyProblem: "x")?
+            .hasPrefix("draining") == true)
+        #expect(WorkerReadiness.notReadyReason(databaseAnswered: false, databaseProblem: "the database is unreachable", draining: false, proxyProblem: "x")
+            == "the database is unreachable")
+        #expect(WorkerReadiness.notReadyReason(databaseAnswered: false, databaseProblem: nil, draining: false, proxyProblem: nil)?
+            .contains("database") == true)
+    }
+}

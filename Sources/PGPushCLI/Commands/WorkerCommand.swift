@@ -6,6 +6,7 @@ import NIOCore
 import PGPushCore
 import PGPushDispatcher
 import PGPushStore
+import PGPushTransport
 import PostgresNIO
 import Prometheus
 import ServiceLifecycle
@@ -25,6 +26,7 @@ struct WorkerCommand: AsyncParsableCommand {
                             --apns-ca-file .pgpush-simulator/ca.pem
               pgpush worker --database-url $DATABASE_URL --fcm-endpoint https://127.0.0.1:2198 \\
                             --fcm-ca-file .pgpush-simulator/ca.pem
+              pgpush worker --database-url $DATABASE_URL --https-proxy http://proxy.internal:3128
 
             Signals: SIGTERM or SIGINT stop claiming, drain in-flight requests within --grace-period, write
             every result, give the unsent rest back to the queue and exit 0.
@@ -55,6 +57,10 @@ struct WorkerCommand: AsyncParsableCommand {
     var fcmEndpoint: String?
     @Option(help: "Extra trusted CA certificates (PEM) for --fcm-endpoint and the service accounts' token_uri (env: PGPUSH_FCM_CA_FILE).")
     var fcmCaFile: String?
+    @Option(help: ArgumentHelp(
+        "Tunnel every provider connection (APNs, FCM, the FCM token endpoint, channel management) through this HTTP proxy with CONNECT: http://[user:password@]host[:port]; TLS to the provider runs inside the tunnel (env: HTTPS_PROXY, then https_proxy; hosts listed in NO_PROXY or no_proxy are reached directly).",
+        valueName: "url"))
+    var httpsProxy: String?
     @Option(help: "Key and certificate paths in push.apps must resolve inside this directory (env: PGPUSH_CREDENTIALS_DIR).")
     var credentialsDir: String?
     @Option(help: "HTTP/2 connections per app (env: PGPUSH_CONNECTIONS_PER_APP; default 4).")
@@ -95,6 +101,11 @@ struct WorkerCommand: AsyncParsableCommand {
     var maintenanceInterval: Double?
     @Option(help: "Days after which finished jobs, pruning audit rows and prune candidates are removed (env: PGPUSH_RETENTION_DAYS; default 30).")
     var retentionDays: Double?
+    // .unconditional: `--stale-device-days -5` reaches the check below, which says what is wrong with it.
+    @Option(
+        parsing: .unconditional,
+        help: "Days after which a device that has not registered again is removed, audited with reason Stale; 30 to 60 follows Firebase's advice (env: PGPUSH_STALE_DEVICE_DAYS; default: off).")
+    var staleDeviceDays: Double?
     @Option(help: "PostgreSQL connections this worker may open (env: PGPUSH_DB_CONNECTIONS; default 8).")
     var dbConnections: Int?
     @Option(help: "Seconds an app's APNs connections stay open with nothing to send (env: PGPUSH_IDLE_POOL_TIMEOUT; default 600).")
@@ -118,6 +129,11 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         if configuration.fcmEndpointOverride == nil, configuration.fcmCAFile != nil {
             throw ValidationError("--fcm-ca-file needs --fcm-endpoint")
+        }
+        if let proxy = configuration.httpsProxy {
+            logger.notice("provider connections go through the HTTPS proxy \(proxy.redactedURL) (CONNECT)", metadata: [
+                "proxy": "\(proxy.redactedURL)", "no_proxy": "\(proxy.bypass)",
+            ])
         }
         configuration.databaseConnections = max(4, configuration.databaseConnections)
         let port = try setting(metricsPort, "PGPUSH_METRICS_PORT") ?? 9464
@@ -145,7 +161,7 @@ struct WorkerCommand: AsyncParsableCommand {
         if port >= 0 {
             let server = MetricsServer(
                 host: host, port: port, registry: registry, logger: logger, isReady: { worker.isReady },
-                isHealthy: { worker.isHealthy })
+                isHealthy: { worker.isHealthy }, notReadyReason: { worker.notReadyReason })
             services.append(.init(service: server))
         }
         services.append(.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup))
@@ -212,6 +228,12 @@ struct WorkerCommand: AsyncParsableCommand {
         configuration.fcmEndpointOverride = try setting(fcmEndpoint, "PGPUSH_FCM_ENDPOINT")
         configuration.fcmCAFile = try setting(fcmCaFile, "PGPUSH_FCM_CA_FILE")
         configuration.credentialsDirectory = try setting(credentialsDir, "PGPUSH_CREDENTIALS_DIR")
+        do {
+            configuration.httpsProxy = try HTTPProxyConfiguration.resolve(
+                flag: httpsProxy, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            throw ValidationError(error.message)
+        }
         if let value = try setting(connectionsPerApp, "PGPUSH_CONNECTIONS_PER_APP") {
             guard value >= 1 else { throw ValidationError("--connections-per-app must be at least 1") }
             configuration.connectionsPerApp = value
@@ -276,6 +298,12 @@ struct WorkerCommand: AsyncParsableCommand {
         if let value = try setting(retentionDays, "PGPUSH_RETENTION_DAYS") {
             guard value > 0 else { throw ValidationError("--retention-days must be positive") }
             configuration.retention = .seconds(value * 86_400)
+        }
+        if let value = try setting(staleDeviceDays, "PGPUSH_STALE_DEVICE_DAYS") {
+            guard value > 0, value.isFinite else {
+                throw ValidationError("--stale-device-days must be a positive number of days (30 to 60 is usual), not \(String(format: "%g", value)); leave it out to keep devices until APNs or FCM reports them dead")
+            }
+            configuration.staleDeviceAge = .seconds(value * 86_400)
         }
         if let value = try setting(dbConnections, "PGPUSH_DB_CONNECTIONS") { configuration.databaseConnections = value }
         if let value = try setting(idlePoolTimeout, "PGPUSH_IDLE_POOL_TIMEOUT") {

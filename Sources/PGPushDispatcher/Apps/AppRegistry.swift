@@ -192,6 +192,7 @@ public actor AppRegistry {
             client.endpoint = standard
         }
         client.additionalTrustRootsPEMFile = caFile
+        client.proxy = configuration.httpsProxy
         client.connectionsPerPool = configuration.connectionsPerApp
         client.requestTimeout = configuration.requestTimeout
         return client
@@ -313,7 +314,7 @@ public actor AppRegistry {
 
         let sourceKey = "\(account.clientEmail):\(account.privateKeyID)"
         let source = accessTokenSources[sourceKey] ?? SharedFCMAccessTokenSource(
-            account: account, exchange: FCMTokenExchange(additionalTrustRootsPEMFile: configuration.fcmCAFile),
+            account: account, exchange: FCMTokenExchange(additionalTrustRootsPEMFile: configuration.fcmCAFile, proxy: configuration.httpsProxy),
             store: store, logger: logger)
         accessTokenSources[sourceKey] = source
         return try sender(app, .android, client: client, credentials: .bearer(source), projectQuota: projectQuota(projectID),

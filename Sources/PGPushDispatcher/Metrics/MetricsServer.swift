@@ -7,19 +7,23 @@ import ServiceLifecycle
 import Synchronization
 
 /// Serves `/metrics` (Prometheus text format), `/healthz` (the worker still reaches the database and is not
-/// wedged) and `/readyz` (the database is reachable and the worker is not draining) over plain HTTP/1.1.
+/// wedged) and `/readyz` (the database is reachable, the worker is not draining and, behind an HTTP proxy, the
+/// providers are reachable through it; a 503 says why) over plain HTTP/1.1.
 public final class MetricsServer: Service, Sendable {
     public let host: String
     public let port: Int
     let registry: PrometheusCollectorRegistry
     let isReady: @Sendable () -> Bool
     let isHealthy: @Sendable () -> Bool
+    /// Why `/readyz` answers 503, put in its body; `nil` says only "not ready".
+    let notReadyReason: @Sendable () -> String?
     let logger: Logger
     private let boundPort = Mutex<Int?>(nil)
 
     public init(
         host: String, port: Int, registry: PrometheusCollectorRegistry, logger: Logger,
-        isReady: @escaping @Sendable () -> Bool, isHealthy: @escaping @Sendable () -> Bool = { true }
+        isReady: @escaping @Sendable () -> Bool, isHealthy: @escaping @Sendable () -> Bool = { true },
+        notReadyReason: @escaping @Sendable () -> String? = { nil }
     ) {
         self.host = host
         self.port = port
@@ -27,6 +31,7 @@ public final class MetricsServer: Service, Sendable {
         self.logger = logger
         self.isReady = isReady
         self.isHealthy = isHealthy
+        self.notReadyReason = notReadyReason
     }
 
     /// The port actually bound (useful with port 0).
@@ -105,7 +110,7 @@ public final class MetricsServer: Service, Sendable {
         case "/readyz":
             return isReady()
                 ? (.ok, "text/plain", ByteBuffer(string: "ready\n"))
-                : (.serviceUnavailable, "text/plain", ByteBuffer(string: "not ready\n"))
+                : (.serviceUnavailable, "text/plain", ByteBuffer(string: "not ready\(notReadyReason().map { ": \($0)" } ?? "")\n"))
         default:
             return (.notFound, "text/plain", ByteBuffer(string: "not found\n"))
         }

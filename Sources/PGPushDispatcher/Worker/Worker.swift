@@ -82,9 +82,17 @@ public final class Worker: Service, Sendable {
         (self.writes, self.writeInbox) = AsyncStream.makeStream(of: [ChunkCompletion].self)
     }
 
-    /// True while the worker can reach the database and is not draining (`/readyz`).
-    public var isReady: Bool {
-        readiness.load(ordering: .relaxed) && database.withLock(\.isAvailable) && !stopSending.isSet
+    /// True while the worker can reach the database, is not draining, and reaches the providers through its
+    /// HTTP proxy if it has one (`/readyz`).
+    public var isReady: Bool { notReadyReason == nil }
+
+    /// Why the worker is not ready (`/readyz`'s body), or `nil` (``WorkerReadiness``).
+    public var notReadyReason: String? {
+        WorkerReadiness.notReadyReason(
+            databaseAnswered: readiness.load(ordering: .relaxed),
+            databaseProblem: database.withLock { $0.problem.map { "\($0)" } },
+            draining: stopSending.isSet,
+            proxyProblem: configuration.httpsProxy?.status.problem)
     }
 
     /// True while the worker reaches PostgreSQL and its claim loop turns (`/healthz`).

@@ -1,5 +1,6 @@
 import Foundation
 import PGPushCore
+import PGPushTransport
 
 /// Everything a worker can be told. Every value has a production default; `pgpush worker --help` maps each one
 /// to a flag and a `PGPUSH_*` environment variable.
@@ -63,6 +64,10 @@ public struct WorkerConfiguration: Sendable {
     /// FCM messages a minute per Firebase project for the whole fleet: FCM's default project quota, shared by
     /// every app of the project. Raise it for a project with a larger quota (or the simulator, which has none).
     public var fcmQuotaPerMinute: Int = 600_000
+    /// An HTTP proxy every provider connection (APNs, FCM, the FCM OAuth token endpoint, channel management) is
+    /// tunnelled through with `CONNECT`, except to hosts its bypass list (`NO_PROXY`) names. While tunnels fail,
+    /// the worker is not ready (`/readyz`) and says why once every few seconds.
+    public var httpsProxy: HTTPProxyConfiguration?
     /// When set, key and certificate paths from `push.apps` must resolve inside this directory.
     public var credentialsDirectory: String?
     /// Configuration errors from APNs (BadTopic, InvalidProviderToken, …) tolerated before the app is paused.
@@ -71,9 +76,16 @@ public struct WorkerConfiguration: Sendable {
     /// once at least `badDeviceTokenMinimumAnswers` answers are in, the app is paused and nothing is pruned.
     public var badDeviceTokenShare: Double = 0.2
     public var badDeviceTokenMinimumAnswers: Int = 1000
-    /// Finished jobs, pruning audit rows and prune candidates older than this are removed by maintenance, a
-    /// small batch of each per pass. `push.deliveries` keeps its own retention: whole daily partitions.
+    /// Finished jobs, pruning audit rows, prune candidates and job events older than this are removed by
+    /// maintenance, a small batch of each per pass. `push.deliveries` keeps its own retention: whole daily partitions.
     public var retention: Duration = .seconds(30 * 86_400)
+    /// Devices not registered again for this long are removed by the maintenance leader, each with a
+    /// `push.pruned_devices` row of reason `Stale`; `nil` (the default) keeps them until their provider reports
+    /// them dead. Firebase considers a token stale after about a month without activity.
+    public var staleDeviceAge: Duration?
+    /// How often the leader sweeps `push.devices` for stale devices (with ``staleDeviceAge``): each sweep reads
+    /// the table once, so not every maintenance pass.
+    public var staleDeviceSweepInterval: Duration = .seconds(3600)
     /// How often the maintenance leader runs (partitions, stuck jobs, pruning).
     public var maintenanceInterval: Duration = .seconds(5)
     /// How long the maintenance leadership lasts without renewal: the chunk lease, since the heartbeat renews

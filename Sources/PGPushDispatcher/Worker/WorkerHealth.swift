@@ -30,3 +30,27 @@ public struct WorkerHealth: Sendable, Hashable {
         lastDatabaseContact.duration(to: now) <= databaseWindow && lastLoopIteration.duration(to: now) <= loopWindow
     }
 }
+
+/// Whether a worker is ready (`/readyz`), and if not, why: the first reason that applies, in the order a
+/// supervisor can act on them. Pure: the worker passes what it knows.
+///
+/// Ready means the worker can do its work: it has registered and its last write reached PostgreSQL, it is not
+/// draining, and the providers are reachable through the HTTP proxy, if it uses one (while tunnels fail, it
+/// would only spend attempts).
+public enum WorkerReadiness {
+    /// `nil` when ready, else a sentence for `/readyz`'s body.
+    /// - Parameters:
+    ///   - databaseAnswered: registered, and the last claim or result write succeeded.
+    ///   - databaseProblem: the database's availability problem, if its last answer showed one.
+    ///   - draining: a graceful shutdown has started.
+    ///   - proxyProblem: why provider tunnels through the HTTP proxy fail (``HTTPProxyStatus/problem``).
+    public static func notReadyReason(
+        databaseAnswered: Bool, databaseProblem: String?, draining: Bool, proxyProblem: String?
+    ) -> String? {
+        if draining { return "draining: a graceful shutdown is under way" }
+        if let databaseProblem { return databaseProblem }
+        if !databaseAnswered { return "the database has not taken the worker's registration or last write yet" }
+        if let proxyProblem { return "providers unreachable: \(proxyProblem)" }
+        return nil
+    }
+}

@@ -12,6 +12,10 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// Certificate verification is always on; there is no switch to turn it off.
     public var additionalTrustRootsPEMFile: String?
 
+    /// An HTTP proxy to tunnel the connections through with `CONNECT`, unless its bypass list (`NO_PROXY`) names
+    /// the endpoint's host. TLS to the endpoint runs inside the tunnel, verified as without a proxy.
+    public var proxy: HTTPProxyConfiguration?
+
     /// Long-lived HTTP/2 connections kept open; APNs encourages a few for throughput.
     public var connectionsPerPool: Int = 2
 

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
@@ -32,6 +33,11 @@ final class HTTP2Connection: Sendable {
 
     /// Opens TCP, then TLS (ALPN h2, full verification), then HTTP/2. Returns once TCP is up; the
     /// handshake and the server's SETTINGS follow as events through `onEvent`.
+    ///
+    /// With a `proxy` that does not bypass the endpoint's host (`NO_PROXY`), TCP goes to the proxy, which is
+    /// asked for a tunnel with `CONNECT host:port`; once it answers 2xx, the same TLS (the endpoint's SNI and
+    /// verification) runs inside the tunnel. A proxy that refuses throws ``HTTPProxyError``; every outcome is
+    /// reported to the proxy's ``HTTPProxyStatus``, which logs refusals (throttled) with `logger`.
     static func connect(
         id: Int,
         endpoint: ProviderEndpoint,
@@ -39,8 +45,60 @@ final class HTTP2Connection: Sendable {
         eventLoop: any EventLoop,
         connectTimeout: Duration,
         requestTimeout: TimeAmount,
+        proxy: HTTPProxyConfiguration? = nil,
+        logger: Logger? = nil,
         onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
     ) async throws -> HTTP2Connection {
+        let install: @Sendable (any Channel) throws -> Void = { channel in
+            try installHTTP2(
+                on: channel, endpoint: endpoint, sslContext: sslContext, requestTimeout: requestTimeout, onEvent: onEvent)
+        }
+        let channel: any Channel
+        if let proxy, proxy.tunnels(to: endpoint.host) {
+            let tunnel: any Channel
+            do {
+                tunnel = try await HTTPConnectTunnel.open(
+                    through: proxy, to: endpoint, eventLoop: eventLoop, timeout: connectTimeout
+                ) { $0.channelOption(.socketOption(.tcp_nodelay), value: 1) }
+            } catch let error as HTTPProxyError {
+                if let logger { proxy.status.tunnelFailed(error, logger: logger) }
+                throw error
+            }
+            if let logger { proxy.status.tunnelOpened(proxy: proxy.redactedURL, target: "\(endpoint.host):\(endpoint.port)", logger: logger) }
+            do {
+                try await tunnel.eventLoop.submit { try install(tunnel) }.get()
+            } catch {
+                tunnel.close(promise: nil)
+                throw error
+            }
+            channel = tunnel
+        } else {
+            let bootstrap = ClientBootstrap(group: eventLoop)
+                .connectTimeout(.nanoseconds(connectTimeout.nanosecondsInt64))
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture { try install(channel) }
+                }
+            channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
+        }
+        let dispatcher = try await channel.eventLoop.submit {
+            NIOLoopBound(
+                try channel.pipeline.syncOperations.handler(type: HTTP2StreamDispatcher.self),
+                eventLoop: channel.eventLoop
+            )
+        }.get()
+        return HTTP2Connection(id: id, channel: channel, dispatcher: dispatcher)
+    }
+
+    /// TLS (ALPN h2, full verification), HTTP/2 and the stream dispatcher, on a channel that reaches `endpoint`
+    /// (directly or through a proxy's tunnel). Runs on the channel's event loop.
+    private static func installHTTP2(
+        on channel: any Channel,
+        endpoint: ProviderEndpoint,
+        sslContext: NIOSSLContext,
+        requestTimeout: TimeAmount,
+        onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
+    ) throws {
         // For an IP literal no SNI is sent and the certificate is checked against the IP SAN.
         let serverHostname: String? = endpoint.hostIsIPAddress ? nil : endpoint.host
         var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
@@ -53,36 +111,20 @@ final class HTTP2Connection: Sendable {
         // and collapse ids), and of a response only :status and apns-id are read, leniently; re-validating
         // every header block in both directions cost ~4 % of a request.
         connectionConfiguration.headerBlockValidation = .disabled
-        let http2Configuration = connectionConfiguration
-        let bootstrap = ClientBootstrap(group: eventLoop)
-            .connectTimeout(.nanoseconds(connectTimeout.nanosecondsInt64))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
-                    // No stream multiplexer: the dispatcher speaks frames (see HTTP2StreamDispatcher).
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: http2Configuration))
-                    let dispatcher = HTTP2StreamDispatcher(
-                        results: HTTP2DeferredResults(eventLoop: channel.eventLoop), onEvent: onEvent
-                    )
-                    try sync.addHandler(dispatcher)
-                    let interval = HTTP2StreamDispatcher.sweepInterval(forTimeout: requestTimeout)
-                    let boundDispatcher = NIOLoopBound(dispatcher, eventLoop: channel.eventLoop)
-                    let sweep = channel.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-                        boundDispatcher.value.sweepDeadlines(now: .now())
-                    }
-                    channel.closeFuture.whenComplete { _ in sweep.cancel() }
-                }
-            }
-        let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
-        let dispatcher = try await channel.eventLoop.submit {
-            NIOLoopBound(
-                try channel.pipeline.syncOperations.handler(type: HTTP2StreamDispatcher.self),
-                eventLoop: channel.eventLoop
-            )
-        }.get()
-        return HTTP2Connection(id: id, channel: channel, dispatcher: dispatcher)
+        let sync = channel.pipeline.syncOperations
+        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+        // No stream multiplexer: the dispatcher speaks frames (see HTTP2StreamDispatcher).
+        try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: connectionConfiguration))
+        let dispatcher = HTTP2StreamDispatcher(
+            results: HTTP2DeferredResults(eventLoop: channel.eventLoop), onEvent: onEvent
+        )
+        try sync.addHandler(dispatcher)
+        let interval = HTTP2StreamDispatcher.sweepInterval(forTimeout: requestTimeout)
+        let boundDispatcher = NIOLoopBound(dispatcher, eventLoop: channel.eventLoop)
+        let sweep = channel.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            boundDispatcher.value.sweepDeadlines(now: .now())
+        }
+        channel.closeFuture.whenComplete { _ in sweep.cancel() }
     }
 
     /// Queues the requests for the next batch; each one's `onResult` runs on the event loop exactly once.

@@ -58,7 +58,9 @@ extension HTTP2ConnectionPool {
                     sslContext: sslContext,
                     eventLoop: eventLoop,
                     connectTimeout: configuration.connectTimeout,
-                    requestTimeout: .nanoseconds(configuration.requestTimeout.nanosecondsInt64)
+                    requestTimeout: .nanoseconds(configuration.requestTimeout.nanosecondsInt64),
+                    proxy: configuration.proxy,
+                    logger: logger
                 ) { [self] event in
                     self.handle(event, connectionID: id)
                 }
@@ -81,7 +83,8 @@ extension HTTP2ConnectionPool {
             } catch {
                 consecutiveFailures += 1
                 recordConnectFailure(id: id, failure: error as? HTTP2ConnectFailure ?? HTTP2ConnectFailure(
-                    detail: String(describing: error), tlsRejection: TLSRejection.reason(for: error)))
+                    detail: String(describing: error), tlsRejection: TLSRejection.reason(for: error)),
+                    quietly: error is HTTPProxyError)
             }
             if consecutiveFailures > 0, !isShuttingDown {
                 await sleepUnlessShuttingDown(configuration.reconnectBackoff.delay(afterFailures: consecutiveFailures - 1))
@@ -98,8 +101,10 @@ extension HTTP2ConnectionPool {
         perform(effects)
     }
 
-    private func recordConnectFailure(id: Int, failure: HTTP2ConnectFailure) {
-        logger.warning(
+    private func recordConnectFailure(id: Int, failure: HTTP2ConnectFailure, quietly: Bool = false) {
+        // A proxy's refusal is logged by its HTTPProxyStatus, once every few seconds for every pool.
+        logger.log(
+            level: quietly ? .debug : .warning,
             "\(configuration.provider) connection attempt failed",
             metadata: ["provider": "\(configuration.provider)", "error": "\(failure.tlsRejection ?? failure.detail)"])
         apply { $0.connectFailed(id, failure) }

@@ -103,9 +103,10 @@ struct Fleet: Sendable {
     /// Starts a worker process against this fleet's database and simulator.
     /// `apnsCAFile` replaces the simulator's CA as the one the worker trusts.
     /// `databaseUser` logs the worker in as that user instead of the superuser.
+    /// `environment` adds variables to the worker's (which never inherits the test's proxy variables).
     func startWorker(
         _ arguments: [String] = [], id: String = "w-\(UUID().uuidString.prefix(6))", apnsCAFile: String? = nil, databaseUser: String? = nil,
-        databaseURL: String? = nil, logFormat: String = "json", logLevel: String = "info"
+        databaseURL: String? = nil, logFormat: String = "json", logLevel: String = "info", environment: [String: String] = [:]
     ) throws -> WorkerProcess {
         try WorkerProcess(arguments: [
             "worker", "--database-url", databaseURL ?? databaseUser.map(db.urlString(user:)) ?? db.urlString,
@@ -115,7 +116,7 @@ struct Fleet: Sendable {
             // queued must not time out and be re-sent, which would show up as a duplicate in the ledger.
             "--request-timeout", "60",
             "--log-level", logLevel,
-        ] + arguments, logPath: directory + "/\(id).log")
+        ] + arguments, logPath: directory + "/\(id).log", environment: environment)
     }
 
     /// Polls until the job ends; returns its final state.
@@ -140,12 +141,18 @@ final class WorkerProcess: @unchecked Sendable {
     let process = Process()
     let logPath: String
 
-    init(arguments: [String], logPath: String) throws {
+    /// The proxy variables a worker would follow (`--https-proxy`'s environment): a worker gets them only from
+    /// its test, never from the machine that runs the tests.
+    static let proxyVariables: Set<String> = ["HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"]
+
+    init(arguments: [String], logPath: String, environment: [String: String] = [:]) throws {
         self.logPath = logPath
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.executableURL = URL(fileURLWithPath: Fleet.executable)
         process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !Self.proxyVariables.contains($0.key) }
+            .merging(environment) { $1 }
         process.standardOutput = log
         process.standardError = log
         try process.run()

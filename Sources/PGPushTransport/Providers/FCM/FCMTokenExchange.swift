@@ -14,12 +14,17 @@ public struct FCMTokenExchange: Sendable {
     /// Connecting and answering together may take this long.
     public var timeout: Duration
     public var eventLoopGroup: any EventLoopGroup
+    /// The HTTP proxy the exchange tunnels through (the worker's `--https-proxy`), unless `NO_PROXY` names the
+    /// token endpoint's host.
+    public var proxy: HTTPProxyConfiguration?
 
     public init(additionalTrustRootsPEMFile: String? = nil, timeout: Duration = .seconds(10),
-                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                proxy: HTTPProxyConfiguration? = nil) {
         self.additionalTrustRootsPEMFile = additionalTrustRootsPEMFile
         self.timeout = timeout
         self.eventLoopGroup = eventLoopGroup
+        self.proxy = proxy
     }
 
     /// Why an exchange failed. `refused` is the endpoint's answer to this service account (a configuration
@@ -42,6 +47,7 @@ public struct FCMTokenExchange: Sendable {
         var configuration = HTTP2ClientConfiguration(endpoint: ProviderEndpoint(host: host, port: uri.port ?? 443))
         configuration.provider = "Google OAuth"
         configuration.additionalTrustRootsPEMFile = additionalTrustRootsPEMFile
+        configuration.proxy = proxy
         configuration.connectionsPerPool = 1
         configuration.requestTimeout = timeout
         configuration.connectTimeout = timeout
