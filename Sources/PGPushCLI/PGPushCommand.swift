@@ -16,12 +16,14 @@ struct PGPushCommand: AsyncParsableCommand {
             EnqueueCommand.self,
             WatchCommand.self,
             StatsCommand.self,
+            JobsCommand.self,
             AppsCommand.self,
             DevicesCommand.self,
             ChannelsCommand.self,
             SimulatorCommand.self,
             DemoCommand.self,
             DashboardCommand.self,
+            WebhookCommand.self,
         ]
     )
 
