@@ -9,7 +9,8 @@ import PackageDescription
 // (connection, pool, stream dispatcher, TLS, credentials); its Providers/APNs and Providers/FCM folders
 // hold what is particular to each provider (request building, token rejection, the OAuth exchange).
 // PGPushDevelopment holds the development tools (throwaway PostgreSQL and PgBouncer, the bench rig's
-// statements); no production module links it.
+// statements); no production module links it. PGPushClient, the producers' Swift client of the SQL API, stands
+// alone: it links PostgresNIO and Logging and nothing of pgpush.
 
 /// Every file in Migrations/, in order. A new migration is added here as well.
 let migrationFiles = [
@@ -36,6 +37,9 @@ let migrationFiles = [
     "0021_large_job_look.sql",
     "0022_enqueue_fast_path.sql",
     "0023_per_device_content.sql",
+    "0024_labels_replace_resend.sql",
+    "0025_job_events.sql",
+    "0026_dashboard_resend.sql",
 ]
 
 let package = Package(
@@ -48,6 +52,7 @@ let package = Package(
         .library(name: "PGPushSimulator", targets: ["PGPushSimulator"]),
         .library(name: "PGPushStore", targets: ["PGPushStore"]),
         .library(name: "PGPushDispatcher", targets: ["PGPushDispatcher"]),
+        .library(name: "PGPushClient", targets: ["PGPushClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -66,6 +71,9 @@ let package = Package(
         // The dashboard's HTTP server: Hummingbird runs as a service-lifecycle Service on the NIO we already
         // link. Its default traits are off: swift-configuration is not needed and only lengthens the build.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.0.0", traits: []),
+        // The webhook relay's HTTP/1.1 client (TLS verified as usual, timeouts, pooled keep-alive connections);
+        // Web Push needs an HTTP/1.1 client too. Hummingbird already brings it into Package.resolved.
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         .target(
@@ -82,6 +90,8 @@ let package = Package(
                 "PGPushCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                // The HTTP proxy's CONNECT handshake (Connection/HTTPConnectTunnel.swift).
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -151,6 +161,10 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // The webhook relay: its HTTP client and its HMAC-SHA256 signatures.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .target(
@@ -164,6 +178,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            // The producers' Swift client of the SQL API, for a backend that already holds a PostgresClient: it
+            // links PostgresNIO and Logging only, none of the worker, the transport or the simulators.
+            name: "PGPushClient",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
@@ -208,6 +231,7 @@ let package = Package(
                 "PGPushCore", "PGPushTransport", "PGPushSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -232,6 +256,14 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                // The tests' own HTTP CONNECT proxy (Support/ConnectProxy.swift).
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                // The webhook relay tests' receiver (plain and TLS).
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         .testTarget(
@@ -243,6 +275,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
+            name: "PGPushClientTests",
+            dependencies: [
+                "PGPushClient", "PGPushTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

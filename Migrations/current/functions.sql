@@ -9,6 +9,23 @@ CREATE OR REPLACE FUNCTION push.apns_with_badge(payload jsonb)
  SET search_path TO 'pg_catalog', 'push'
 AS $function$ SELECT jsonb_set(payload, '{aps,badge}', push.badge_sentinel()) $function$;
 
+-- push.app_pause_events()
+CREATE OR REPLACE FUNCTION push.app_pause_events()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'push'
+AS $function$
+DECLARE
+    reason text := coalesce(NEW.paused_reason, OLD.paused_reason);
+BEGIN
+    INSERT INTO push.job_events_pending (app_id, event, body, flush)
+    VALUES (NEW.id, CASE WHEN NEW.paused_reason IS NULL THEN 'app_resumed' ELSE 'app_paused' END,
+            jsonb_build_object('reason', reason, 'provider', push.pause_provider(reason)), push.job_events_first());
+    RETURN NULL;
+END;
+$function$;
+
 -- push.apps_resumed()
 CREATE OR REPLACE FUNCTION push.apps_resumed()
  RETURNS trigger
@@ -209,6 +226,31 @@ BEGIN
 END;
 $function$;
 
+-- push.devices_pruned_events()
+CREATE OR REPLACE FUNCTION push.devices_pruned_events()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'push'
+AS $function$
+DECLARE
+    flushes boolean;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pruned) THEN
+        RETURN NULL;
+    END IF;
+    flushes := push.job_events_first();
+    INSERT INTO push.job_events_pending (app_id, event, body, flush)
+    SELECT g.app_id, 'devices_pruned', g.body, flushes AND g.n = 1
+      FROM (SELECT p.app_id, row_number() OVER (ORDER BY p.app_id) AS n,
+                   jsonb_build_object('devices', jsonb_agg(jsonb_build_object(
+                       'token', p.token, 'reason', p.reason, 'job_id', p.job_id, 'user_id', p.user_id) ORDER BY p.id)) AS body
+              FROM pruned p GROUP BY p.app_id) AS g
+     ORDER BY g.n;
+    RETURN NULL;
+END;
+$function$;
+
 -- push.drop_delivery_partitions(keep interval)
 CREATE OR REPLACE FUNCTION push.drop_delivery_partitions(keep interval)
  RETURNS integer
@@ -235,8 +277,8 @@ BEGIN
 END;
 $function$;
 
--- push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text)
-CREATE OR REPLACE FUNCTION push.enqueue(app_id text, payload jsonb DEFAULT NULL::jsonb, push_type text DEFAULT NULL::text, apns_priority integer DEFAULT NULL::integer, tokens text[] DEFAULT NULL::text[], user_ids text[] DEFAULT NULL::text[], tags text[] DEFAULT NULL::text[], send_at timestamp with time zone DEFAULT now(), expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_id text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority integer DEFAULT 0, fcm jsonb DEFAULT NULL::jsonb, activity_ids text[] DEFAULT NULL::text[], activity_type text DEFAULT NULL::text, channel text DEFAULT NULL::text, localized jsonb DEFAULT NULL::jsonb, badge text DEFAULT NULL::text)
+-- push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text)
+CREATE OR REPLACE FUNCTION push.enqueue(app_id text, payload jsonb DEFAULT NULL::jsonb, push_type text DEFAULT NULL::text, apns_priority integer DEFAULT NULL::integer, tokens text[] DEFAULT NULL::text[], user_ids text[] DEFAULT NULL::text[], tags text[] DEFAULT NULL::text[], send_at timestamp with time zone DEFAULT now(), expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_id text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority integer DEFAULT 0, fcm jsonb DEFAULT NULL::jsonb, activity_ids text[] DEFAULT NULL::text[], activity_type text DEFAULT NULL::text, channel text DEFAULT NULL::text, localized jsonb DEFAULT NULL::jsonb, badge text DEFAULT NULL::text, labels jsonb DEFAULT NULL::jsonb, replace_key text DEFAULT NULL::text)
  RETURNS bigint
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -253,22 +295,23 @@ BEGIN
     IF enqueue.idempotency_key IS NULL THEN
         INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
                                     expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
-                                    channel, localized, badge)
+                                    channel, localized, badge, labels, replace_key)
         VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
                 enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
                 enqueue.idempotency_key, enqueue.priority, enqueue.fcm, enqueue.activity_ids, enqueue.activity_type,
-                enqueue.channel, enqueue.localized, enqueue.badge)
+                enqueue.channel, enqueue.localized, enqueue.badge, enqueue.labels, enqueue.replace_key)
         RETURNING j.id INTO job_id;
         RETURN job_id;
     END IF;
 
+    -- An idempotent retry inserts nothing, so it replaces nothing (jobs_replace_pending fires on an insert).
     INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
                                 expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
-                                channel, localized, badge)
+                                channel, localized, badge, labels, replace_key)
     VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
             enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
             enqueue.idempotency_key, enqueue.priority, enqueue.fcm, enqueue.activity_ids, enqueue.activity_type,
-            enqueue.channel, enqueue.localized, enqueue.badge)
+            enqueue.channel, enqueue.localized, enqueue.badge, enqueue.labels, enqueue.replace_key)
     ON CONFLICT (app_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING j.id INTO job_id;
 
@@ -394,6 +437,68 @@ AS $function$
                 ELSE message END
 $function$;
 
+-- push.flush_job_events()
+CREATE OR REPLACE FUNCTION push.flush_job_events()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'push'
+AS $function$
+DECLARE
+    me     xid8 := pg_current_xact_id();
+    apps   text[];
+    jobs   bigint[];
+    events text[];
+    bodies jsonb[];
+    stamp  timestamptz;
+    newest bigint;
+BEGIN
+    PERFORM set_config('pgpush.job_events_flush', '', true);
+    WITH moved AS (
+        DELETE FROM push.job_events_pending p WHERE p.xid = me
+        RETURNING p.seq, p.app_id, p.job_id, p.event, p.body
+    )
+    SELECT array_agg(m.app_id ORDER BY m.seq), array_agg(m.job_id ORDER BY m.seq),
+           array_agg(CASE WHEN m.event = 'job_cancelled' AND j.replaced_by IS NOT NULL THEN 'job_replaced' ELSE m.event END
+                     ORDER BY m.seq),
+           array_agg(CASE WHEN m.body IS NOT NULL THEN m.body
+                          WHEN j.id IS NULL THEN '{}'::jsonb
+                          ELSE jsonb_build_object(
+                                   'state', j.state, 'total', j.total, 'delivered', j.delivered, 'failed', j.failed,
+                                   'expired', j.expired, 'pruned', j.pruned, 'cancelled_tokens', j.cancelled_tokens,
+                                   'removed_before_send', j.removed_before_send, 'added_before_send', j.added_before_send,
+                                   'answered', j.answered, 'bad_device_tokens', j.bad_device_tokens,
+                                   'android_total', j.android_total, 'android_delivered', j.android_delivered,
+                                   'android_failed', j.android_failed)
+                               || CASE WHEN j.failure_reason IS NOT NULL
+                                       THEN jsonb_build_object('failure_reason', j.failure_reason) ELSE '{}' END
+                               || CASE WHEN m.event = 'job_cancelled' AND j.replaced_by IS NOT NULL
+                                       THEN jsonb_build_object('replaced_by', j.replaced_by) ELSE '{}' END
+                               || CASE WHEN j.idempotency_key IS NOT NULL
+                                       THEN jsonb_build_object('idempotency_key', j.idempotency_key) ELSE '{}' END
+                     END ORDER BY m.seq)
+      INTO apps, jobs, events, bodies
+      FROM moved m
+      LEFT JOIN push.jobs j ON j.id = m.job_id;
+    IF apps IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- The lock first, then the time and the ids: the next writer takes both after this commit is visible.
+    PERFORM pg_advisory_xact_lock(push.job_events_lock_key());
+    stamp := clock_timestamp();
+    WITH written AS (
+        INSERT INTO push.job_events (app_id, job_id, at, event, body)
+        SELECT e.app_id, e.job_id, stamp, e.event, e.body
+          FROM unnest(apps, jobs, events, bodies) WITH ORDINALITY AS e(app_id, job_id, event, body, n)
+         ORDER BY e.n
+        RETURNING id
+    )
+    SELECT max(id) INTO newest FROM written;
+    PERFORM pg_notify('pgpush_job_events', newest::text);
+    RETURN NULL;
+END;
+$function$;
+
 -- push.grant_app(role_name text, app_id text)
 CREATE OR REPLACE FUNCTION push.grant_app(role_name text, app_id text)
  RETURNS boolean
@@ -440,6 +545,67 @@ BEGIN
       JOIN pg_roles c ON c.rolname = push.session_role()
      WHERE NOT c.rolsuper AND pg_has_role(c.oid, gr.oid, 'MEMBER');
     RETURN apps;
+END;
+$function$;
+
+-- push.job_events_first()
+CREATE OR REPLACE FUNCTION push.job_events_first()
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    me pg_catalog.text := pg_catalog.pg_current_xact_id()::pg_catalog.text;
+BEGIN
+    IF pg_catalog.current_setting('pgpush.job_events_flush', true) OPERATOR(pg_catalog.=) me THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_catalog.set_config('pgpush.job_events_flush', me, true);
+    RETURN true;
+END;
+$function$;
+
+-- push.job_events_lock_key()
+CREATE OR REPLACE FUNCTION push.job_events_lock_key()
+ RETURNS bigint
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$ SELECT 8099566104598832502::pg_catalog.int8 $function$;
+
+-- push.job_events_serialize()
+CREATE OR REPLACE FUNCTION push.job_events_serialize()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock(push.job_events_lock_key());
+    RETURN NULL;
+END;
+$function$;
+
+-- push.job_state_events()
+CREATE OR REPLACE FUNCTION push.job_state_events()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'push'
+AS $function$
+DECLARE
+    started boolean := OLD.state = 'queued' AND NEW.state IN ('running', 'done', 'failed');
+    ended   boolean := NEW.state IN ('done', 'failed', 'cancelled');
+    flushes boolean;
+BEGIN
+    IF NOT (started OR ended) THEN
+        RETURN NULL;
+    END IF;
+    flushes := push.job_events_first();
+    IF started THEN
+        INSERT INTO push.job_events_pending (app_id, job_id, event, flush) VALUES (NEW.app_id, NEW.id, 'job_started', flushes);
+        flushes := false;
+    END IF;
+    IF ended THEN
+        INSERT INTO push.job_events_pending (app_id, job_id, event, flush) VALUES (NEW.app_id, NEW.id, 'job_' || NEW.state, flushes);
+    END IF;
+    RETURN NULL;
 END;
 $function$;
 
@@ -503,6 +669,22 @@ BEGIN
     PERFORM pg_catalog.pg_notify('pgpush_jobs', '');
     RETURN NULL;
 END;
+$function$;
+
+-- push.pause_provider(reason text)
+CREATE OR REPLACE FUNCTION push.pause_provider(reason text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    SELECT CASE
+        WHEN reason IS NULL OR reason LIKE 'BadDeviceToken safety valve%' THEN NULL
+        WHEN reason ~ '^(THIRD_PARTY_AUTH_ERROR|APNS_AUTH_ERROR|PERMISSION_DENIED|NOT_FOUND|UNAUTHENTICATED|SENDER_ID_MISMATCH|QUOTA_EXCEEDED|INVALID_ARGUMENT)\M'
+          OR reason ~* '(\mfcm|\mfirebase\M|service.account)' THEN 'fcm'
+        WHEN reason ~ '^(Bad[A-Za-z]+|Missing[A-Za-z]+|InvalidProviderToken|ExpiredProviderToken|TopicDisallowed|Forbidden|DuplicateHeaders|UnrelatedKeyIdInToken|MethodNotAllowed|TooManyProviderTokenUpdates|TLS[A-Za-z]+)\M'
+          OR reason ~* '(\mapns\M|private_key_path|certificate_path|certificate_password_env)' THEN 'apns'
+    END
 $function$;
 
 -- push.personal_bodies(payload jsonb, fcm jsonb, variants jsonb, badge text, platform text, job_id bigint)
@@ -751,6 +933,112 @@ AS $function$
         DELETE FROM push.badge_steps s USING ended e WHERE s.job_id = e.job_id AND s.token = e.token RETURNING 1
     )
     SELECT count(*)::int FROM removed
+$function$;
+
+-- push.replace_pending_jobs()
+CREATE OR REPLACE FUNCTION push.replace_pending_jobs()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'push'
+AS $function$
+DECLARE
+    own_xmin xid;
+    pending  bigint;
+BEGIN
+    IF current_setting('transaction_isolation') = 'repeatable read' THEN
+        -- Its snapshot would hide a job of the key committed after the transaction began: two pending jobs.
+        -- SERIALIZABLE is safe (one of two such transactions fails with a serialization error, to be retried).
+        RAISE EXCEPTION 'replace_key needs READ COMMITTED or SERIALIZABLE: in a REPEATABLE READ transaction a job enqueued with the same key by another producer since it began is not seen, and would not be replaced'
+            USING ERRCODE = 'feature_not_supported', COLUMN = 'replace_key';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('pgpush-replace-key:' || NEW.app_id || ':' || NEW.replace_key, 0));
+    -- The rows of this same statement after this one replace it in their turn; they share its xmin.
+    SELECT j.xmin INTO own_xmin FROM push.jobs j WHERE j.id = NEW.id;
+    FOR pending IN
+        SELECT j.id FROM push.jobs j
+         WHERE j.app_id = NEW.app_id AND j.replace_key = NEW.replace_key AND j.state IN ('queued', 'running')
+           AND j.id <> NEW.id AND NOT (j.id > NEW.id AND j.xmin = own_xmin)
+           AND j.first_sent_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM push.deliveries d WHERE d.job_id = j.id)
+         ORDER BY j.id
+           FOR UPDATE OF j
+    LOOP
+        -- Locked, and checked again on its latest version: a worker that records a first send waits for this
+        -- transaction, or has already made the row not match.
+        IF push.cancel(pending) THEN
+            UPDATE push.jobs j SET replaced_by = NEW.id WHERE j.id = pending;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END;
+$function$;
+
+-- push.resend_failed(job_id bigint, reasons text[])
+CREATE OR REPLACE FUNCTION push.resend_failed(job_id bigint, reasons text[] DEFAULT NULL::text[])
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'push'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    allowed  text[] := push.granted_apps();
+    original push.jobs%ROWTYPE;
+    targets  text[];
+    resent   bigint;
+BEGIN
+    IF resend_failed.job_id IS NULL THEN
+        RAISE EXCEPTION 'job_id is required' USING ERRCODE = 'not_null_violation', COLUMN = 'job_id';
+    END IF;
+    SELECT * INTO original FROM push.jobs j
+     WHERE j.id = resend_failed.job_id AND (allowed IS NULL OR j.app_id = ANY (allowed));
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown job_id: %', resend_failed.job_id USING ERRCODE = 'no_data_found', COLUMN = 'job_id';
+    END IF;
+    PERFORM push.check_app_granted(original.app_id);
+    IF original.channel IS NOT NULL THEN
+        RAISE EXCEPTION 'job % is a broadcast on channel %: it has no device tokens to resend; enqueue it again',
+            original.id, quote_literal(original.channel)
+            USING ERRCODE = 'check_violation', COLUMN = 'job_id';
+    END IF;
+    IF original.expires_at IS NOT NULL AND original.expires_at <= now() THEN
+        RAISE EXCEPTION 'job % expired at %: its message is no longer to be sent; enqueue a new job instead',
+            original.id, original.expires_at
+            USING ERRCODE = 'check_violation', COLUMN = 'job_id';
+    END IF;
+    -- Two resends of one job at once would both find the same tokens.
+    PERFORM pg_advisory_xact_lock(hashtextextended('pgpush-resend:' || original.id, 0));
+
+    SELECT array_agg(o.token ORDER BY o.token) INTO targets
+      FROM (SELECT d.token,
+                   bool_or(d.status = 200) AS delivered,
+                   bool_or(d.status >= 500 OR d.status = 429
+                           OR (d.status = 0 AND coalesce(d.reason, '') NOT IN ('Expired', 'FrequencyCapped'))
+                           OR d.reason = ANY (resend_failed.reasons)) AS retry
+              FROM push.deliveries d
+             WHERE d.job_id = original.id
+             GROUP BY d.token) AS o
+     WHERE o.retry AND NOT o.delivered
+       AND EXISTS (SELECT 1 FROM push.devices v WHERE v.app_id = original.app_id AND v.token = o.token)
+       AND NOT EXISTS (SELECT 1 FROM push.pruned_devices p
+                        WHERE p.app_id = original.app_id AND p.pruned_at >= original.created_at
+                          AND p.job_id = original.id AND p.token = o.token)
+       AND NOT EXISTS (SELECT 1 FROM push.jobs r
+                        WHERE r.resent_from = original.id AND r.state <> 'cancelled' AND o.token = ANY (r.tokens));
+    IF targets IS NULL THEN
+        RETURN NULL;
+    END IF;
+
+    -- Checked like any job (push.validate_job and the content and labels triggers), as the caller.
+    INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, expires_at, collapse_id, priority,
+                                fcm, activity_type, localized, badge, labels, resent_from)
+    VALUES (original.app_id, original.payload, original.push_type, original.apns_priority, targets, original.expires_at,
+            original.collapse_id, original.priority, original.fcm, original.activity_type, original.localized,
+            original.badge, original.labels, original.id)
+    RETURNING j.id INTO resent;
+    RETURN resent;
+END;
 $function$;
 
 -- push.revoke_app(role_name text, app_id text)
@@ -1487,6 +1775,67 @@ BEGIN
     END LOOP;
     NEW.localized := given;
     NEW.variants := resolved;
+    RETURN NEW;
+END;
+$function$;
+
+-- push.validate_job_labels()
+CREATE OR REPLACE FUNCTION push.validate_job_labels()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'push'
+AS $function$
+DECLARE
+    key    text;
+    value  jsonb;
+    keys   integer;
+BEGIN
+    IF NEW.labels IS NOT NULL THEN
+        IF jsonb_typeof(NEW.labels) IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION 'labels must be a JSON object of strings, such as {"campaign": "black-friday", "team": "growth"}, not %',
+                CASE jsonb_typeof(NEW.labels) WHEN 'array' THEN 'an array' WHEN 'null' THEN 'null' ELSE 'a ' || jsonb_typeof(NEW.labels) END
+                USING ERRCODE = 'check_violation', COLUMN = 'labels';
+        END IF;
+        SELECT count(*) INTO keys FROM jsonb_object_keys(NEW.labels);
+        IF keys = 0 THEN
+            NEW.labels := NULL;
+        ELSIF keys > 32 THEN
+            RAISE EXCEPTION 'labels has % keys: a job has at most 32 labels', keys
+                USING ERRCODE = 'check_violation', COLUMN = 'labels';
+        END IF;
+        FOR key, value IN SELECT e.key, e.value FROM jsonb_each(NEW.labels) AS e ORDER BY e.key LOOP
+            IF key = '' THEN
+                RAISE EXCEPTION 'labels has an empty key: a label''s name is 1 to 64 characters'
+                    USING ERRCODE = 'check_violation', COLUMN = 'labels';
+            END IF;
+            IF length(key) > 64 THEN
+                RAISE EXCEPTION 'labels key "%…" is % characters: a label''s name is at most 64 characters', left(key, 40), length(key)
+                    USING ERRCODE = 'check_violation', COLUMN = 'labels';
+            END IF;
+            IF jsonb_typeof(value) <> 'string' THEN
+                RAISE EXCEPTION 'labels."%" must be a string, not %', key,
+                    CASE jsonb_typeof(value) WHEN 'array' THEN 'an array' WHEN 'object' THEN 'an object' WHEN 'null' THEN 'null'
+                         ELSE 'a ' || jsonb_typeof(value) END
+                    USING ERRCODE = 'check_violation', COLUMN = 'labels';
+            END IF;
+            IF length(value #>> '{}') > 256 THEN
+                RAISE EXCEPTION 'labels."%" is % characters: a label''s value is at most 256 characters', key, length(value #>> '{}')
+                    USING ERRCODE = 'check_violation', COLUMN = 'labels';
+            END IF;
+        END LOOP;
+    END IF;
+    IF NEW.replace_key IS NOT NULL THEN
+        IF NEW.replace_key = '' THEN
+            RAISE EXCEPTION 'replace_key is empty: give a key such as ''chat-42'', or leave it out'
+                USING ERRCODE = 'check_violation', COLUMN = 'replace_key';
+        END IF;
+        IF octet_length(NEW.replace_key) > 255 THEN
+            RAISE EXCEPTION 'replace_key is % bytes, over the 255-byte limit', octet_length(NEW.replace_key)
+                USING ERRCODE = 'check_violation', COLUMN = 'replace_key';
+        END IF;
+    END IF;
+    -- Only push.enqueue's replacement sets it, on the job it replaces.
+    NEW.replaced_by := NULL;
     RETURN NEW;
 END;
 $function$;

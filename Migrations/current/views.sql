@@ -39,7 +39,8 @@ CREATE OR REPLACE VIEW push.job_engagement AS
             ELSE NULL::numeric
         END AS open_rate,
     j.created_at,
-    j.state
+    j.state,
+    j.labels
    FROM push.jobs j
      CROSS JOIN LATERAL ( VALUES ('ios'::text,j.delivered - j.android_delivered), ('android'::text,j.android_delivered)) p(platform, delivered)
      LEFT JOIN LATERAL ( SELECT count(*) AS opened
@@ -56,7 +57,8 @@ CREATE OR REPLACE VIEW push.job_latency AS
     j.first_sent_at,
     j.finished_at,
     j.first_sent_at - GREATEST(j.created_at, j.send_at) AS enqueue_to_first_send,
-    j.finished_at - GREATEST(j.created_at, j.send_at) AS enqueue_to_finish
+    j.finished_at - GREATEST(j.created_at, j.send_at) AS enqueue_to_finish,
+    j.labels
    FROM push.jobs j
   WHERE (( SELECT push.granted_apps() AS granted_apps)) IS NULL OR (j.app_id = ANY ((( SELECT push.granted_apps() AS granted_apps))::text[]));
 
@@ -99,7 +101,11 @@ CREATE OR REPLACE VIEW push.job_progress AS
     j.removed_before_send,
     j.added_before_send,
     j.cancelled_tokens,
-    j.channel
+    j.channel,
+    j.labels,
+    j.replace_key,
+    j.replaced_by,
+    j.resent_from
    FROM push.jobs j
      CROSS JOIN LATERAL ( SELECT
                 CASE

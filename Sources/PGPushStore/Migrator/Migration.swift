@@ -49,6 +49,9 @@ extension Migration {
         Migration(name: "0021_large_job_look.sql", sql: String(decoding: PackageResources._021_large_job_look_sql, as: UTF8.self)),
         Migration(name: "0022_enqueue_fast_path.sql", sql: String(decoding: PackageResources._022_enqueue_fast_path_sql, as: UTF8.self)),
         Migration(name: "0023_per_device_content.sql", sql: String(decoding: PackageResources._023_per_device_content_sql, as: UTF8.self)),
+        Migration(name: "0024_labels_replace_resend.sql", sql: String(decoding: PackageResources._024_labels_replace_resend_sql, as: UTF8.self)),
+        Migration(name: "0025_job_events.sql", sql: String(decoding: PackageResources._025_job_events_sql, as: UTF8.self)),
+        Migration(name: "0026_dashboard_resend.sql", sql: String(decoding: PackageResources._026_dashboard_resend_sql, as: UTF8.self)),
     ]
 
     /// Reads every `*.sql` file of a directory, ordered by name; for `pgpush migrate --directory`.
