@@ -138,3 +138,62 @@ extension JobProgress {
             finishedAt: finished)
     }
 }
+
+/// One row of `pgpush jobs`: a job of `push.job_progress` with its labels.
+public struct JobListing: Sendable {
+    public var jobID: Int64
+    public var appID: String
+    public var state: String
+    public var total: Int64?
+    public var delivered: Int64
+    /// Failed and expired, as `push.job_progress` counts them.
+    public var failed: Int64
+    public var pending: Int64
+    /// The job's labels; empty when it has none.
+    public var labels: [String: String]
+    public var createdAt: Date
+}
+
+extension OperatorStore {
+    /// The newest `limit` jobs of `push.job_progress` (tenancy applies through the view), newest first: of
+    /// `app` (every app for `nil`), with every one of `labels` (`labels @> …`, served by the `jobs_labels` GIN
+    /// index; no filter when empty), in `state` (any for `nil`).
+    ///
+    /// Only the filters given are in the statement, so every plan can use the job id's index for
+    /// `ORDER BY job_id DESC LIMIT n` or `jobs_labels` for the labels, whatever the plan cache does.
+    public func listJobs(app: String?, labels: [String: String], state: String?, limit: Int) async throws -> [JobListing] {
+        var binds = PostgresBindings()
+        var conditions: [String] = []
+        if let app {
+            binds.append(app)
+            conditions.append("app_id = $\(binds.count)::text")
+        }
+        if !labels.isEmpty {
+            let object = try JSONSerialization.data(withJSONObject: labels, options: [.sortedKeys])
+            binds.append(String(decoding: object, as: UTF8.self))
+            conditions.append("labels @> $\(binds.count)::jsonb")
+        }
+        if let state {
+            binds.append(state)
+            conditions.append("state = $\(binds.count)::text")
+        }
+        binds.append(limit)
+        let sql = """
+            SELECT job_id, app_id, state, total, delivered, failed, pending, labels::text, created_at
+              FROM push.job_progress
+            \(conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "))
+             ORDER BY job_id DESC LIMIT $\(binds.count)::bigint
+            """
+        return try await run(PostgresQuery(unsafeSQL: sql, binds: binds)).map { row in
+            let (id, app, state, total, delivered, failed, pending, labels, created) =
+                try row.decode((Int64, String, String, Int64?, Int64, Int64, Int64, String?, Date).self)
+            var decoded: [String: String] = [:]
+            if let labels, let object = try JSONSerialization.jsonObject(with: Data(labels.utf8)) as? [String: Any] {
+                for (key, value) in object { decoded[key] = value as? String ?? "\(value)" }
+            }
+            return JobListing(
+                jobID: id, appID: app, state: state, total: total, delivered: delivered, failed: failed,
+                pending: pending, labels: decoded, createdAt: created)
+        }
+    }
+}
