@@ -1,4 +1,5 @@
 import Foundation
+import PGPushStore
 import Testing
 
 @testable import PGPushDashboard
@@ -40,6 +41,19 @@ import Testing
     @Test func unknownFilterValuesAreLeftOut() {
         let filter = JobsPage.filter(FormData("state=exploded&platform=windows&priority=high&before=x"), pageSize: 10)
         #expect(filter.state == nil && filter.platform == nil && filter.priority == nil && filter.before == nil)
+    }
+
+    @Test func labelFiltersFromTheURL() {
+        let filter = JobsPage.filter(
+            FormData("label=campaign%3Ablack-friday&label=team%3Dgrowth&label=+&label=nonsense&label=%3Ano-key&label=url:a:b=c"), pageSize: 10)
+        #expect(filter.labels == [
+            DashboardLabel("campaign", "black-friday"), DashboardLabel("team", "growth"), DashboardLabel("url", "a:b=c"),
+        ])
+        #expect(JobsPage.label(String(repeating: "k", count: 65) + ":v") == nil)
+        #expect(JobsPage.parameter(DashboardLabel("campaign", "x=y")) == "campaign:x=y")
+        #expect(JobsPage.parameter(DashboardLabel("a:b", "x")) == nil, "a key with a separator cannot be a filter")
+        #expect(FormData("app=news&before=9&label=a%3Ab").adding("label", "c:d", removing: ["before"]) == "?app=news&label=a%3Ab&label=c%3Ad")
+        #expect(FormData("label=a%3Ab").adding("label", "a:b") == "?label=a%3Ab")
     }
 
     @Test func exportLinksKeepTheFilters() {

@@ -43,6 +43,8 @@ enum Assets {
         dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .3em 1.2em; }
         dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
         .pager { margin: .8em 0; }
+        .badge { display: inline-block; font-size: 11px; line-height: 1.3; padding: 0 .45em; margin: 0 .2em .1em 0; border: 1px solid var(--line); border-radius: 9px; background: var(--panel); color: var(--fg); white-space: nowrap; }
+        a.badge:hover { border-color: var(--link); text-decoration: none; }
         """
 
     /// Live refresh: the pages marked `data-refresh` fetch themselves every few seconds and swap their

@@ -19,6 +19,11 @@ enum JobPage {
             <dt>Finished</dt><dd>\(Format.time(job.finishedAt))</dd>
             <dt>Expires</dt><dd>\(Format.time(d.expiresAt))</dd>
             \(job.idempotencyKey.map { HTML("<dt>Idempotency key</dt><dd>\($0)</dd>") } ?? .empty)
+            \(job.labels.isEmpty ? HTML.empty : HTML("<dt>Labels</dt><dd id=\"job-labels\">\(JobsPage.badges(job.labels, context))</dd>"))
+            \(d.channel.map { HTML("<dt>Channel</dt><dd>\($0)</dd>") } ?? .empty)
+            \(d.replacedBy.map { HTML("<dt>Replaced by</dt><dd id=\"replaced-by\">\(jobLink($0, context))</dd>") } ?? .empty)
+            \(d.resentFrom.map { HTML("<dt>Resends the failures of</dt><dd id=\"resent-from\">\(jobLink($0, context))</dd>") } ?? .empty)
+            \(d.resends.isEmpty ? HTML.empty : HTML("<dt>Failures resent as</dt><dd id=\"resends\">\(d.resends.map { jobLink($0, context) + " " })</dd>"))
             </dl>
             <p>\(Charts.progress(job))</p>
             """
@@ -47,6 +52,12 @@ enum JobPage {
         if context.allowActions, active {
             actions = "<form class=\"action\" method=\"post\" action=\"\(context.link("/jobs/\(job.id)/cancel"))\"><button type=\"submit\">Cancel job</button></form>"
         }
+        if context.allowActions, canResend(d) {
+            actions = actions + "<form class=\"action\" method=\"post\" action=\"\(context.link("/jobs/\(job.id)/resend"))\"><button type=\"submit\" id=\"resend\">Resend to failed tokens</button></form>"
+        }
+        if context.query["resend"] == "none" {
+            actions = actions + "<p id=\"resend-notice\" class=\"note\">Nothing was resent: no failed token of this job qualifies (each was delivered since, pruned, is no longer a device of the app, is already in a resend, or failed for a reason a resend would not fix).</p>"
+        }
         let body: HTML = """
             \(timeline)
             \(actions)
@@ -57,6 +68,18 @@ enum JobPage {
             <details id="payload"><summary>Payload</summary><pre>\(d.payload)</pre>\(d.fcm.map { HTML("<p>FCM message</p><pre>\($0)</pre>") } ?? .empty)</details>
             """
         return Page(title: "Job \(job.id)", body: body, tables: [platforms, reasons], live: active)
+    }
+
+    /// Whether the page offers "Resend to failed tokens": a finished job (done or failed) with failures, not a
+    /// channel broadcast and not expired (push.resend_failed refuses those). Whether any failed token qualifies
+    /// is push.resend_failed's to say.
+    static func canResend(_ d: DashboardJobDetail, now: Date = Date()) -> Bool {
+        (d.job.state == "done" || d.job.state == "failed") && d.job.failed > 0 && d.channel == nil
+            && !(d.expiresAt.map { $0 <= now } ?? false)
+    }
+
+    static func jobLink(_ id: Int64, _ context: PageContext) -> HTML {
+        "<a href=\"\(context.link("/jobs/\(id)"))\">job \(id)</a>"
     }
 
     /// The open rate: exported as the fraction push.job_engagement gives, shown as `30.0 %` (`—` when nothing

@@ -12,7 +12,33 @@ enum JobsPage {
             platform: q["platform"].flatMap { ["ios", "android"].contains($0) ? $0 : nil },
             priority: q["priority"].flatMap { Int32($0) }, from: q["from"].flatMap(DateInput.parse),
             to: q["to"].flatMap(DateInput.parse), jobID: q["job"].flatMap { Int64($0) }, idempotencyKey: q["key"],
-            before: q["before"].flatMap { Int64($0) }, limit: pageSize)
+            labels: q.all("label").compactMap(label), before: q["before"].flatMap { Int64($0) }, limit: pageSize)
+    }
+
+    /// A `label` parameter: `campaign:black-friday` or `campaign=black-friday`, split at the first `:` or `=`
+    /// (so a key holds neither); the key is 1 to 64 characters and the value at most 256, as push.jobs allows.
+    /// Nil when malformed: like the other filters it is then left out, and the form says so.
+    static func label(_ text: String) -> DashboardLabel? {
+        guard let separator = text.firstIndex(where: { $0 == ":" || $0 == "=" }) else { return nil }
+        let key = text[..<separator].trimmingCharacters(in: .whitespaces)
+        let value = text[text.index(after: separator)...].trimmingCharacters(in: .whitespaces)
+        guard (1...64).contains(key.count), value.count <= 256 else { return nil }
+        return DashboardLabel(key, value)
+    }
+
+    /// A label's filter parameter, or nil for a key the parameter cannot carry (it holds `:` or `=`).
+    static func parameter(_ label: DashboardLabel) -> String? {
+        label.key.contains(where: { $0 == ":" || $0 == "=" }) ? nil : label.key + ":" + label.value
+    }
+
+    /// Labels as small `key=value` badges, each a link to the jobs carrying it (added to `query`'s filters).
+    static func badges(_ labels: [DashboardLabel], _ context: PageContext, query: FormData = FormData(nil)) -> HTML {
+        labels.map { label -> HTML in
+            let text = label.key + "=" + label.value
+            guard let parameter = parameter(label) else { return "<span class=\"badge\">\(text)</span> " }
+            let href = context.link("/jobs", query.adding("label", parameter, removing: ["before", "format", "table"]))
+            return "<a class=\"badge\" href=\"\(href)\" title=\"jobs labelled \(text)\">\(text)</a> "
+        }.joined()
     }
 
     static func render(_ rows: [DashboardJobRow], filter: DashboardJobFilter, _ context: PageContext) -> Page {
@@ -21,7 +47,7 @@ enum JobsPage {
         let shown = Array(rows.prefix(filter.limit))
         let table = DataTable(
             name: "jobs",
-            columns: ["job", "app", "state", "priority", "progress", "total", "delivered", "failed", "pruned", "created", "finished"],
+            columns: ["job", "app", "state", "priority", "progress", "total", "delivered", "failed", "pruned", "created", "finished", "labels"],
             rows: shown.map { job in
                 [
                     .integer(job.id, link: context.link("/jobs/\(job.id)")),
@@ -32,12 +58,23 @@ enum JobsPage {
                     .integer(job.total), .integer(job.delivered), .integer(job.failed), .integer(job.pruned),
                     Cell(.text(Format.iso(job.createdAt)!), html: "\(Format.time(job.createdAt))"),
                     Cell(Format.iso(job.finishedAt).map(CellValue.text) ?? .null, html: "\(Format.time(job.finishedAt))"),
+                    Cell(job.labels.isEmpty ? .null : .text(job.labels.map { $0.key + "=" + $0.value }.joined(separator: ", ")),
+                         html: badges(job.labels, context, query: q)),
                 ]
             }, numeric: [3, 5, 6, 7, 8])
 
         func option(_ value: String, _ selected: String?) -> HTML {
             "<option value=\"\(value)\"\(selected == value ? HTML(" selected") : .empty)>\(value.isEmpty ? "any" : value)</option>"
         }
+        // One field per label filter given, and an empty one to add another; all AND-ed.
+        let given = q.all("label")
+        let labelInputs = (given + [""]).map { value in
+            HTML("<label>Label<input name=\"label\" value=\"\(value)\" placeholder=\"campaign:black-friday\" size=\"18\"></label>")
+        }.joined()
+        let malformed = given.filter { label($0) == nil }
+        let labelProblem: HTML = malformed.isEmpty ? .empty : HTML("""
+            <p id="label-problem" class="bad">Label filter \(malformed.map { "“" + $0 + "”" }.joined(separator: ", ")) left out: write key:value or key=value, such as campaign:black-friday.</p>
+            """)
         let form: HTML = """
             <form class="filters" method="get" action="\(context.link("/jobs"))">
             <label>App<input name="app" value="\(q["app"])" size="12"></label>
@@ -48,8 +85,10 @@ enum JobsPage {
             <label>to<input name="to" value="\(q["to"])" placeholder="2026-11-26T12:00" size="16"></label>
             <label>Job id<input name="job" value="\(q["job"])" size="8" inputmode="numeric"></label>
             <label>Idempotency key<input name="key" value="\(q["key"])" size="14"></label>
+            \(labelInputs)
             <button type="submit">Filter</button> <a href="\(context.link("/jobs"))">clear</a>
             </form>
+            \(labelProblem)
             """
         var pager: [HTML] = []
         if filter.before != nil { pager.append("<a href=\"\(context.link("/jobs", q.setting("before", nil)))\">« newest</a>") }

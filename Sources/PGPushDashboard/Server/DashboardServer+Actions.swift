@@ -16,6 +16,17 @@ extension DashboardServer {
                 }
             }
         }
+        routes.post("/jobs/:id/resend") { [self] _, context in
+            let id = try context.parameters.require("id", as: Int64.self)
+            return try await act("resend") {
+                switch try await self.store.resendFailed(id, user: self.configuration.user) {
+                case .created(let resent): return Self.redirect(self.configuration.basePath + "/jobs/\(resent)")
+                case .nothingToResend: return Self.redirect(self.configuration.basePath + "/jobs/\(id)?resend=none")
+                case .notFound: return Self.text(.notFound, "unknown job\n")
+                case .refused(let message): return Self.text(.conflict, message + "\n")
+                }
+            }
+        }
         routes.post("/apps/:id/pause") { [self] request, context in
             let id = try context.parameters.require("id")
             var request = request

@@ -25,6 +25,25 @@ public struct FormData: Sendable, Hashable {
         return trimmed.isEmpty ? nil : trimmed
     }
 
+    /// Every value of `key` (a repeatable parameter such as `label`), trimmed, blanks left out.
+    public func all(_ key: String) -> [String] {
+        pairs.compactMap { k, value in
+            guard k == key else { return nil }
+            let trimmed = value.trimmingCharacters(in: .whitespaces)
+            return trimmed.isEmpty ? nil : trimmed
+        }
+    }
+
+    /// These pairs with one more `key=value` (unless that very pair is there already) and `removing` taken out,
+    /// as a query string with a leading `?`.
+    public func adding(_ key: String, _ value: String, removing: [String] = []) -> String {
+        var kept = pairs.filter { !removing.contains($0.0) && !$0.1.isEmpty }
+        if !kept.contains(where: { $0.0 == key && $0.1.trimmingCharacters(in: .whitespaces) == value }) {
+            kept.append((key, value))
+        }
+        return Self.encode(kept)
+    }
+
     /// These pairs with `key` set to `value` (removed for nil), as a query string with a leading `?`
     /// (empty when no pair is left).
     public func setting(_ key: String, _ value: String?) -> String {

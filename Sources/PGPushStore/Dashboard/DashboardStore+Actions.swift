@@ -11,6 +11,18 @@ public enum DashboardActionResult: Sendable, Equatable {
     case notFound
 }
 
+/// What a resend did.
+public enum DashboardResendResult: Sendable, Equatable {
+    /// The new job.
+    case created(Int64)
+    /// No token of the job qualifies (every one delivered, pruned, gone, already resent, or failed for good).
+    case nothingToResend
+    /// No such job, or one of an app the login is not granted.
+    case notFound
+    /// The database refused it (a channel broadcast, an expired job): its message.
+    case refused(String)
+}
+
 extension DashboardStore {
     /// `push.cancel`, audited in the same transaction. `push.cancel` applies the login's app grants itself.
     public func cancelJob(_ jobID: Int64, user: String) async throws -> DashboardActionResult {
@@ -27,6 +39,32 @@ extension DashboardStore {
                 .collect().first?.decode(String.self)
             try await audit(connection, user: user, action: "cancel_job", appID: appID, detail: "job \(jobID)")
             return .done
+        }
+    }
+
+    /// `push.resend_failed`: a new job to the tokens of a finished job whose outcome was a failure worth
+    /// retrying, audited in the same transaction (`resend_failed`, detail naming both jobs and the token count).
+    /// `push.resend_failed` applies the login's app grants itself; nothing is audited when no token qualifies.
+    public func resendFailed(_ jobID: Int64, user: String) async throws -> DashboardResendResult {
+        try await write { connection in
+            let resent: Int64?
+            do {
+                resent = try await connection.query("SELECT push.resend_failed(\(jobID))", logger: logger).collect()
+                    .first?.decode(Int64?.self) ?? nil
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "P0002" {
+                return .notFound
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23514" {
+                // A channel broadcast, or an expired job: the function says which.
+                return .refused(error.serverInfo?[.message] ?? "this job cannot be resent")
+            }
+            guard let resent else { return .nothingToResend }
+            let (appID, tokens) = try await connection.query("""
+                SELECT app_id, coalesce(cardinality(tokens), 0)::int8 FROM push.jobs WHERE id = \(resent)
+                """, logger: logger).collect().first?.decode((String, Int64).self) ?? ("", Int64(0))
+            try await audit(
+                connection, user: user, action: "resend_failed", appID: appID.isEmpty ? nil : appID,
+                detail: "job \(jobID) resent as job \(resent) (\(tokens) token\(tokens == 1 ? "" : "s"))")
+            return .created(resent)
         }
     }
 

@@ -14,13 +14,18 @@ public struct DashboardJobFilter: Sendable, Hashable, Codable {
     public var to: Date?
     public var jobID: Int64?
     public var idempotencyKey: String?
+    /// Labels the job must carry, all of them (`labels @> {...}`, served by the index jobs_labels). One key
+    /// given twice with different values matches no job.
+    public var labels: [DashboardLabel]
     public var before: Int64?
     public var limit: Int
 
     public init(
         app: String? = nil, state: String? = nil, platform: String? = nil, priority: Int32? = nil, from: Date? = nil,
-        to: Date? = nil, jobID: Int64? = nil, idempotencyKey: String? = nil, before: Int64? = nil, limit: Int = 50
+        to: Date? = nil, jobID: Int64? = nil, idempotencyKey: String? = nil, labels: [DashboardLabel] = [],
+        before: Int64? = nil, limit: Int = 50
     ) {
+        self.labels = labels
         self.app = app
         self.state = state
         self.platform = platform
@@ -31,6 +36,32 @@ public struct DashboardJobFilter: Sendable, Hashable, Codable {
         self.idempotencyKey = idempotencyKey
         self.before = before
         self.limit = limit
+    }
+}
+
+/// One label of a job: `push.jobs.labels` is a flat JSON object of strings.
+public struct DashboardLabel: Sendable, Hashable, Codable {
+    public var key: String
+    public var value: String
+
+    public init(_ key: String, _ value: String) {
+        self.key = key
+        self.value = value
+    }
+
+    /// A `labels` object as JSON text, or nil for none.
+    static func json(_ labels: [DashboardLabel]) -> String? {
+        guard !labels.isEmpty else { return nil }
+        let object = Dictionary(labels.map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last })
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The labels of a `labels::text`, sorted by key; empty for NULL or anything but an object of strings.
+    static func parse(_ text: String?) -> [DashboardLabel] {
+        guard let text, let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else { return [] }
+        return object.compactMap { key, value in (value as? String).map { DashboardLabel(key, $0) } }
+            .sorted { $0.key < $1.key }
     }
 }
 
@@ -52,6 +83,8 @@ public struct DashboardJobRow: Sendable, Codable {
     public var createdAt: Date
     public var finishedAt: Date?
     public var idempotencyKey: String?
+    /// Its labels, sorted by key.
+    public var labels: [DashboardLabel]
 
     public var iosTotal: Int64? { total.map { $0 - (androidTotal ?? 0) } }
     public var iosDelivered: Int64 { delivered - androidDelivered }
@@ -69,6 +102,13 @@ public struct DashboardJobDetail: Sendable, Codable {
     public var failureReason: String?
     public var payload: String
     public var fcm: String?
+    /// A broadcast on a channel (no device tokens).
+    public var channel: String?
+    /// The job that replaced this one (push.enqueue's replace_key), and the job this one resends the failures of.
+    public var replacedBy: Int64?
+    public var resentFrom: Int64?
+    /// The resends of this job's failures (push.resend_failed), oldest first.
+    public var resends: [Int64]
     public var reasons: [DashboardReasonCount]
     /// Devices pruned because of this job's answers, per platform.
     public var prunedByPlatform: [String: Int64]
@@ -102,6 +142,9 @@ extension DashboardReader {
     /// One page of jobs, newest first; one row more than `limit` tells that another page follows.
     public func jobs(_ filter: DashboardJobFilter) async throws -> [DashboardJobRow] {
         let f = filter
+        // One key with two values: no job has both.
+        if Set(f.labels).count > Set(f.labels.map(\.key)).count { return [] }
+        let labels = DashboardLabel.json(f.labels)
         return try await run("""
             SELECT \(unescaped: DashboardJobRow.columns) FROM push.jobs
              WHERE (\(granted)::text[] IS NULL OR app_id = ANY (\(granted)::text[]))
@@ -113,6 +156,7 @@ extension DashboardReader {
                AND (\(f.jobID)::int8 IS NULL OR id = \(f.jobID)::int8)
                AND (\(f.idempotencyKey)::text IS NULL OR idempotency_key = \(f.idempotencyKey)::text)
                AND (\(f.before)::int8 IS NULL OR id < \(f.before)::int8)
+               AND (\(labels)::jsonb IS NULL OR labels @> \(labels)::jsonb)
                AND (\(f.platform)::text IS NULL
                     OR (\(f.platform)::text = 'android' AND coalesce(android_total, 0) > 0)
                     OR (\(f.platform)::text = 'ios' AND (total IS NULL OR total > coalesce(android_total, 0))))
@@ -124,21 +168,30 @@ extension DashboardReader {
     public func job(_ jobID: Int64) async throws -> DashboardJobDetail? {
         guard let row = try await run("""
             SELECT \(unescaped: DashboardJobRow.columns), send_at, started_at, first_sent_at, expires_at, push_type,
-                   failure_reason, payload::text, fcm::text
+                   failure_reason, payload::text, fcm::text, channel, replaced_by, resent_from
               FROM push.jobs
              WHERE id = \(jobID) AND (\(granted)::text[] IS NULL OR app_id = ANY (\(granted)::text[]))
             """).first else { return nil }
         let job = try DashboardJobRow(row: row)
-        // Past the 14 columns of the row type; PostgresNIO decodes tuples of at most 15 columns.
+        // Past the 15 columns of the row type; PostgresNIO decodes tuples of at most 15 columns.
         let cells = PostgresRandomAccessRow(row)
-        let sendAt = try cells[14].decode(Date.self, context: .default)
-        let startedAt = try cells[15].decode(Date?.self, context: .default)
-        let firstSent = try cells[16].decode(Date?.self, context: .default)
-        let expires = try cells[17].decode(Date?.self, context: .default)
-        let pushType = try cells[18].decode(String.self, context: .default)
-        let failure = try cells[19].decode(String?.self, context: .default)
-        let payload = try cells[20].decode(String.self, context: .default)
-        let fcm = try cells[21].decode(String?.self, context: .default)
+        let sendAt = try cells[15].decode(Date.self, context: .default)
+        let startedAt = try cells[16].decode(Date?.self, context: .default)
+        let firstSent = try cells[17].decode(Date?.self, context: .default)
+        let expires = try cells[18].decode(Date?.self, context: .default)
+        let pushType = try cells[19].decode(String.self, context: .default)
+        let failure = try cells[20].decode(String?.self, context: .default)
+        let payload = try cells[21].decode(String.self, context: .default)
+        let fcm = try cells[22].decode(String?.self, context: .default)
+        let channel = try cells[23].decode(String?.self, context: .default)
+        let replacedBy = try cells[24].decode(Int64?.self, context: .default)
+        let resentFrom = try cells[25].decode(Int64?.self, context: .default)
+        // jobs_resent_from serves this.
+        let resends = try await run("""
+            SELECT id FROM push.jobs
+             WHERE resent_from = \(jobID) AND (\(granted)::text[] IS NULL OR app_id = ANY (\(granted)::text[]))
+             ORDER BY id
+            """).map { try $0.decode(Int64.self) }
 
         // The job's outcomes lie between its creation (or its send_at) and its end: bounding sent_at by them
         // prunes push.deliveries to the partitions of those days.
@@ -164,7 +217,8 @@ extension DashboardReader {
         }
         return DashboardJobDetail(
             job: job, sendAt: sendAt, startedAt: startedAt, firstSentAt: firstSent, expiresAt: expires,
-            pushType: pushType, failureReason: failure, payload: payload, fcm: fcm, reasons: reasons,
+            pushType: pushType, failureReason: failure, payload: payload, fcm: fcm, channel: channel,
+            replacedBy: replacedBy, resentFrom: resentFrom, resends: resends, reasons: reasons,
             prunedByPlatform: pruned, engagement: try await engagement(jobID))
     }
 
@@ -183,19 +237,20 @@ extension DashboardReader {
 }
 
 extension DashboardJobRow {
-    /// The columns ``init(row:)`` decodes, in its order (14 of them).
+    /// The columns ``init(row:)`` decodes, in its order (15 of them).
     static let columns = """
         id, app_id, state, priority, total, delivered, failed + expired, pruned, android_total, android_delivered,
-        android_failed, created_at, finished_at, idempotency_key
+        android_failed, created_at, finished_at, idempotency_key, labels::text
         """
 
     init(row: PostgresRow) throws {
         let (id, app, state, priority, total, delivered, failed, pruned, androidTotal, androidDelivered, androidFailed,
-             created, finished, key) = try row.decode(
-            (Int64, String, String, Int32, Int64?, Int64, Int64, Int64, Int64?, Int64, Int64, Date, Date?, String?).self)
+             created, finished, key, labels) = try row.decode(
+            (Int64, String, String, Int32, Int64?, Int64, Int64, Int64, Int64?, Int64, Int64, Date, Date?, String?, String?).self)
         self.init(
             id: id, appID: app, state: state, priority: priority, total: total, delivered: delivered, failed: failed,
             pruned: pruned, androidTotal: androidTotal, androidDelivered: androidDelivered,
-            androidFailed: androidFailed, createdAt: created, finishedAt: finished, idempotencyKey: key)
+            androidFailed: androidFailed, createdAt: created, finishedAt: finished, idempotencyKey: key,
+            labels: DashboardLabel.parse(labels))
     }
 }
