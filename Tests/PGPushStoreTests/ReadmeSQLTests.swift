@@ -69,7 +69,7 @@ struct ReadmeSQLTests {
             }
             #expect(executed >= 15)
             let rate = try await db.rows("""
-                SELECT round(100.0 * delivered / nullif(delivered + failed, 0), 2)::float8 FROM push.job_progress LIMIT 1
+                SELECT round(100.0 * delivered / nullif(delivered + failed, 0), 2)::float8 FROM push.job_progress WHERE job_id = (SELECT min(job_id) FROM push.job_progress)
                 """)
             for try await value in rate.decode(Double.self) {
                 #expect(value == 80)
