@@ -120,7 +120,6 @@ private let documented: [(status: Int, reason: String, expected: DeliveryClass)]
         )
         let storm = classify(.noResponse(.goAwayNotProcessed(debugReason: "TooManyProviderTokenUpdates")))
         #expect(storm.isProviderTokenUpdateStorm)
-        #expect(storm.wantsReconnect)
     }
 
     @Test func finality() {

@@ -34,10 +34,4 @@ extension DeliveryClass {
         }
         return false
     }
-
-    /// `true` when the transport should close this connection and use a fresh one.
-    public var wantsReconnect: Bool {
-        if case .retryLater(_, let reconnect) = self { return reconnect }
-        return false
-    }
 }

@@ -16,11 +16,6 @@ public enum PushType: String, CaseIterable, Sendable, Hashable, Codable {
         self == .voip ? 5120 : 4096
     }
 
-    /// The priority APNs assumes when a producer gives none: background pushes must be power-aware.
-    public var defaultPriority: APNsPriority {
-        self == .background ? .powerAware : .immediate
-    }
-
     /// The suffix APNs requires on `apns-topic` for this push type, appended to the bundle id.
     public var topicSuffix: String {
         switch self {
