@@ -42,6 +42,9 @@ import Testing
         let object = try #require(try JSONSerialization.jsonObject(with: Data(written)) as? [String: Any])
         #expect((object["aps"] as? [String: Any])?["badge"] as? Int == 3)
         #expect(String(decoding: slot.write(2_147_483_647, into: apns), as: UTF8.self).contains(#""badge": 2147483647,"#))
+        for badge in [0, 9, 10, 99, 100, 1_234_567] {
+            #expect(slot.write(badge, into: apns) == Array(#"{"x": "1", "aps": {"alert": "Hi", "badge": \#(badge), "sound": "default"}}"#.utf8))
+        }
     }
 
     @Test func aBodyThatDiffersBeforeTheSlotUsesTheSameSlot() throws {

@@ -33,13 +33,25 @@ public struct BadgeSlot: Sendable, Hashable {
         let mark = Self.sentinel
         let start = body.count - tailLength - mark.count
         guard start >= 0, body[start..<(start + mark.count)].elementsEqual(mark) else { return body }
-        let digits = Array(String(max(0, badge)).utf8)
-        var written: [UInt8] = []
-        written.reserveCapacity(body.count - mark.count + digits.count)
-        written += body[..<start]
-        written += digits
-        written += body[(start + mark.count)...]
-        return written
+        // The digits are written in place: this runs once per device of a broadcast.
+        var value = max(0, badge)
+        var digitCount = 1
+        var rest = value / 10
+        while rest > 0 { digitCount += 1; rest /= 10 }
+        let tail = start + mark.count
+        let tailCount = body.count - tail
+        return [UInt8](unsafeUninitializedCapacity: start + digitCount + tailCount) { buffer, count in
+            body.withUnsafeBufferPointer { source in
+                guard let out = buffer.baseAddress, let from = source.baseAddress else { count = 0; return }
+                out.initialize(from: from, count: start)
+                for place in stride(from: start + digitCount - 1, through: start, by: -1) {
+                    out[place] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+                (out + start + digitCount).initialize(from: from + tail, count: tailCount)
+                count = start + digitCount + tailCount
+            }
+        }
     }
 
     private static func isNumberBoundary(_ body: [UInt8], before index: Int) -> Bool {

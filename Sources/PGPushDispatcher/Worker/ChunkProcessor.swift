@@ -33,11 +33,16 @@ struct ChunkProcessor: Sendable {
         // A key range is read from the database, cut short by a shutdown (the caller gives the chunk back
         // unsent). A token list is in the claimed row already: the shutdown watch (a task group of two child
         // tasks) would cost a one-token job more than its send does.
-        let tokens = chunk.kind == .tokens ? chunk.tokens : try await readTokens(of: chunk)
-        // A job with per-device content reads each device's locale and badge step once the chunk is known to
-        // be sent: a cancelled or failed job's chunk moves no counter.
-        let contents = chunk.job.isPersonal && sends(chunk, verdicts: verdicts)
-            ? try await deviceContents(of: chunk, tokens: tokens) : nil
+        // A job with per-device content reads each device's locale and badge step with its token, once the
+        // chunk is known to be sent: a cancelled or failed job's chunk moves no counter.
+        let tokens: [String]
+        var contents: [DeviceContent?]?
+        if chunk.job.isPersonal && sends(chunk, verdicts: verdicts) {
+            let personal = try await personalTokens(of: chunk)
+            (tokens, contents) = (personal.tokens, personal.contents)
+        } else {
+            tokens = chunk.kind == .tokens ? chunk.tokens : try await readTokens(of: chunk)
+        }
         switch await start(chunk, tokens: tokens, contents: contents, room: room, verdicts: verdicts) {
         case .settled(let completion):
             return completion
@@ -68,7 +73,7 @@ struct ChunkProcessor: Sendable {
     /// chunks); the chunk checks it in when done, as one it checked out itself. With an `outbox` of the
     /// caller's, the chunk's last requests may still be held in it on return: the caller sends them.
     func start(
-        _ chunk: ClaimedChunk, tokens: [String], contents: [String: DeviceContent]? = nil, room: RoomReservation,
+        _ chunk: ClaimedChunk, tokens: [String], contents: [DeviceContent?]? = nil, room: RoomReservation,
         verdicts: JobVerdicts, checkedOut: AppSender? = nil, outbox callersOutbox: PushOutbox? = nil
     ) async -> Start {
         if let settled = settledWithoutSending(chunk, tokens: tokens, verdicts: verdicts) {
@@ -97,7 +102,7 @@ struct ChunkProcessor: Sendable {
         var tally = Tally()
         let answers = ChunkAnswers(capacity: tokens.count)
         let outbox = callersOutbox ?? PushOutbox()
-        for token in tokens {
+        for (index, token) in tokens.enumerated() {
             let step = nextStep(for: token, chunk: chunk, verdicts: verdicts, into: &tally)
             if step == .stop { break }
             if step == .skip { continue }
@@ -126,7 +131,7 @@ struct ChunkProcessor: Sendable {
                 if next == .stop { break } else { continue }
             }
             let (request, onOutcome) = requestAndAnswer(
-                for: token, content: contents?[token], chunk: chunk, provider: provider, sender: sender, room: room,
+                for: token, content: contents?[index] ?? nil, chunk: chunk, provider: provider, sender: sender, room: room,
                 verdicts: verdicts, answers: answers)
             await outbox.add(PushSubmission(request: request, onOutcome: onOutcome), to: sender.pool)
         }
@@ -146,8 +151,8 @@ struct ChunkProcessor: Sendable {
     }
 
     @inline(never)
-    private func deviceContents(of chunk: ClaimedChunk, tokens: [String]) async throws -> [String: DeviceContent] {
-        try await cancelWhenGracefulShutdown { try await store.deviceContents(of: chunk, tokens: tokens) }
+    private func personalTokens(of chunk: ClaimedChunk) async throws -> PersonalTokens {
+        try await cancelWhenGracefulShutdown { try await store.personalTokens(of: chunk) }
     }
 
     /// Whether the chunk is to be sent at all, as ``settledWithoutSending(_:tokens:verdicts:)`` decides.

@@ -222,6 +222,18 @@ public struct ChunkCompletion: Sendable {
     public static let expiredReason = "Expired"
 }
 
+/// A chunk's tokens and, at the same index, what each device gets (``QueueStore/personalTokens(of:)``); nil for a
+/// token that is not a registered device.
+public struct PersonalTokens: Sendable {
+    public var tokens: [String]
+    public var contents: [DeviceContent?]
+
+    public init(tokens: [String], contents: [DeviceContent?]) {
+        self.tokens = tokens
+        self.contents = contents
+    }
+}
+
 /// What a device of a job with per-device content gets: its locale picks the variant, and its counter is the
 /// badge the job sends it.
 public struct DeviceContent: Sendable, Hashable {

@@ -116,19 +116,9 @@ extension QueueStore {
     /// reads every device of the range, as it did.
     public func tokens(of chunk: ClaimedChunk) async throws -> [String] {
         if chunk.kind == .tokens { return chunk.tokens }
-        let job = chunk.job
         let rows = try await run("""
             SELECT d.token FROM push.devices d
-             WHERE d.app_id = \(chunk.appID) AND d.platform = \(chunk.platform.rawValue)
-               AND NOT coalesce(d.created_at > (SELECT j.audience_at FROM push.jobs j WHERE j.id = \(chunk.jobID)), false)
-               AND (\(chunk.loToken)::text IS NULL OR d.token > \(chunk.loToken))
-               AND (\(chunk.hiToken)::text IS NULL OR d.token <= \(chunk.hiToken))
-               AND (\(job.userIDs)::text[] IS NULL OR d.user_id = ANY (\(job.userIDs)::text[]))
-               AND (\(job.tags)::text[] IS NULL OR d.tags && \(job.tags)::text[])
-               AND d.token_kind = \(job.audienceKind)
-               AND (\(job.activityType)::text IS NULL OR d.activity_type = \(job.activityType))
-               -- The list is read from the job's row, not sent with every chunk's read.
-               AND (NOT \(job.byActivity) OR d.activity_id = ANY ((SELECT j.activity_ids FROM push.jobs j WHERE j.id = \(chunk.jobID))::text[]))
+             WHERE \(audienceOf: chunk)
              ORDER BY d.token
             """)
         return try rows.map { try $0.decode(String.self) }
@@ -200,5 +190,48 @@ extension QueueStore {
             UPDATE push.chunks SET locked_by = NULL, locked_until = NULL, claims = greatest(claims - 1, 0)
              WHERE id = ANY (\(chunkIDs)) AND locked_by = \(leaseOwner)
             """, deadline: deadline)
+    }
+}
+
+extension PostgresQuery.StringInterpolation {
+    /// The condition that picks a 'range' chunk's audience from `push.devices d`: the devices of the chunk's
+    /// app, platform and key range that the job's filters (users, tags, token kind, activity) select, counted
+    /// when its audience was (``QueueStore/tokens(of:)``). One definition for every read of a chunk's devices.
+    mutating func appendInterpolation(audienceOf chunk: ClaimedChunk) {
+        let job = chunk.job
+        appendLiteral("d.app_id = ")
+        appendInterpolation(chunk.appID)
+        appendLiteral(" AND d.platform = ")
+        appendInterpolation(chunk.platform.rawValue)
+        appendLiteral(" AND NOT coalesce(d.created_at > (SELECT j.audience_at FROM push.jobs j WHERE j.id = ")
+        appendInterpolation(chunk.jobID)
+        appendLiteral("), false) AND (")
+        appendInterpolation(chunk.loToken)
+        appendLiteral("::text IS NULL OR d.token > ")
+        appendInterpolation(chunk.loToken)
+        appendLiteral(") AND (")
+        appendInterpolation(chunk.hiToken)
+        appendLiteral("::text IS NULL OR d.token <= ")
+        appendInterpolation(chunk.hiToken)
+        appendLiteral(") AND (")
+        appendInterpolation(job.userIDs)
+        appendLiteral("::text[] IS NULL OR d.user_id = ANY (")
+        appendInterpolation(job.userIDs)
+        appendLiteral("::text[])) AND (")
+        appendInterpolation(job.tags)
+        appendLiteral("::text[] IS NULL OR d.tags && ")
+        appendInterpolation(job.tags)
+        appendLiteral("::text[]) AND d.token_kind = ")
+        appendInterpolation(job.audienceKind)
+        appendLiteral(" AND (")
+        appendInterpolation(job.activityType)
+        appendLiteral("::text IS NULL OR d.activity_type = ")
+        appendInterpolation(job.activityType)
+        // The list is read from the job's row, not sent with every chunk's read.
+        appendLiteral(") AND (NOT ")
+        appendInterpolation(job.byActivity)
+        appendLiteral(" OR d.activity_id = ANY ((SELECT j.activity_ids FROM push.jobs j WHERE j.id = ")
+        appendInterpolation(chunk.jobID)
+        appendLiteral(")::text[]))")
     }
 }
