@@ -75,7 +75,8 @@ struct H2LoadBaseline: Sendable {
         process.standardInput = FileHandle.nullDevice
         let childrenCPUBefore = ProcessCPUTime.reapedChildrenSeconds()
         try process.run()
-        let reader = Task.detached { output.fileHandleForReading.readDataToEndOfFile() }
+        // A child task drains the pipe (a full pipe would stall h2load) while this one polls the deadline.
+        async let outputData = output.fileHandleForReading.readDataToEndOfFile()
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {
             if ContinuousClock.now >= deadline {
@@ -85,7 +86,7 @@ struct H2LoadBaseline: Sendable {
             try? await Task.sleep(for: .milliseconds(50))
         }
         process.waitUntilExit()
-        let text = String(decoding: await reader.value, as: UTF8.self)
+        let text = String(decoding: await outputData, as: UTF8.self)
         // The rigs start no other child that ends while h2load runs, so the change is h2load's alone.
         let cpuSeconds = ProcessCPUTime.reapedChildrenSeconds() - childrenCPUBefore
         guard process.terminationStatus == 0, var result = Self.parse(text, requests: requests, connections: connections, streams: streams) else {

@@ -48,6 +48,7 @@ final class SoakProducer: Sendable {
 
     private func produce(rig: BroadcastRig, id: Int, tickets: SoakTickets, start: ContinuousClock.Instant, end: ContinuousClock.Instant) async {
         var connection: PostgresConnection?
+        // Unstructured because a `defer` cannot await: the connection closes after the producer has returned.
         defer { if let connection { Task { try? await connection.close() } } }
         while let index = await tickets.next() {
             let due = start + .seconds(fromOption: Double(index) / Double(rate))

@@ -64,6 +64,7 @@ public final class DashboardServer: Service, Sendable {
             logger: logger)
         // The login's roles, checked beside the server starting (a database that does not answer must not delay
         // it): one log line when a group is missing. The pages explain it as well, so the dashboard serves anyway.
+        // Unstructured so that stopping cancels the check without waiting for it (an `async let` would wait).
         let check = Task { await self.checkLogin(atStart: true) }
         defer { check.cancel() }
         do {

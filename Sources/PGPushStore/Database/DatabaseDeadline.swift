@@ -30,10 +30,10 @@ func withDeadline<T: Sendable>(
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             race.install(continuation)
             race.armTimer()
+            let watch = DatabaseCallWatch(race)
             // Unstructured on purpose: a client call that ignores cancellation (a connection attempt to an
             // unreachable server, a query its closed connection dropped) must not hold its caller past the
             // deadline, which a child task would.
-            let watch = DatabaseCallWatch(race)
             let work = Task {
                 let result: Result<T, any Error>
                 do { result = .success(try await operation(watch)) } catch { result = .failure(error) }
