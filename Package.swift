@@ -2,15 +2,17 @@
 import PackageDescription
 
 // Dependencies point one way:
-//   PGPushCore ← PGPushTransport / PGPushSimulator / PGPushStore ← PGPushDispatcher ← pgpush (PGPushCLI)
+//   PGPushCore ← PGPushTransport / PGPushStore ← PGPushDispatcher ← pgpush (PGPushCLI)
+//   PGPushCore ← PGPushSimulator ← pgpush (PGPushCLI) and the tests
 //   PGPushStore ← PGPushDevelopment ← pgpush (PGPushCLI) and the tests
 //   PGPushStore ← PGPushDashboard (Hummingbird) ← pgpush (PGPushCLI)
 // The core imports neither NIO nor PostgresNIO. PGPushTransport is the provider-neutral HTTP/2 client
 // (connection, pool, stream dispatcher, TLS, credentials); its Providers/APNs and Providers/FCM folders
 // hold what is particular to each provider (request building, token rejection, the OAuth exchange).
 // PGPushDevelopment holds the development tools (throwaway PostgreSQL and PgBouncer, the bench rig's
-// statements); no production module links it. PGPushClient, the producers' Swift client of the SQL API, stands
-// alone: it links PostgresNIO and Logging and nothing of pgpush.
+// statements). The pgpush executable links it for `pgpush demo` and `pgpush bench`, so it is in the binary
+// the workers run; no other command calls it and no library module depends on it. PGPushClient, the
+// producers' Swift client of the SQL API, stands alone: it links PostgresNIO and Logging and nothing of pgpush.
 
 /// Every file in Migrations/, in order. A new migration is added here as well.
 let migrationFiles = [
