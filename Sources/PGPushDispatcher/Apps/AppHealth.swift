@@ -1,3 +1,4 @@
+import PGPushCore
 import Synchronization
 
 /// Counts configuration errors per app and provider and pauses the app after the first few in a row, so a
@@ -69,9 +70,11 @@ final class AppHealth: Sendable {
 
     var threshold: Int { state.withLock(\.threshold) }
     func isPaused(_ app: String) -> Bool { state.withLock { $0.isPaused(app) } }
-    func recordSuccess(_ app: String, provider: String = "apns") { state.withLock { $0.recordSuccess(app, provider: provider) } }
-    func recordConfigurationError(_ app: String, provider: String = "apns", reason: String) {
-        state.withLock { $0.recordConfigurationError(app, provider: provider, reason: reason) }
+    func recordSuccess(_ app: String, provider: PushProvider = .apns) {
+        state.withLock { $0.recordSuccess(app, provider: provider.rawValue) }
+    }
+    func recordConfigurationError(_ app: String, provider: PushProvider = .apns, reason: String) {
+        state.withLock { $0.recordConfigurationError(app, provider: provider.rawValue, reason: reason) }
     }
     func drainPauses() -> [String: String] { state.withLock { $0.drainPauses() } }
     func retryPause(_ app: String, reason: String) { state.withLock { $0.retryPause(app, reason: reason) } }

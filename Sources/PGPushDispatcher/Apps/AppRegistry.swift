@@ -287,9 +287,9 @@ public actor AppRegistry {
             client.maximumResponseBodyBytes = 1 << 20
         }
         let provider = switch role {
-        case .push: "APNs"
-        case .channels: "APNs channel management"
-        case .broadcasts: "APNs broadcast"
+        case .push: PushProvider.apns.displayName
+        case .channels: "\(PushProvider.apns.displayName) channel management"
+        case .broadcasts: PushProvider.apnsBroadcast.displayName
         }
         return try sender(app, .ios, client: client, credentials: credentials, fcmTokens: nil, provider: provider)
     }
@@ -318,7 +318,7 @@ public actor AppRegistry {
             store: store, logger: logger)
         accessTokenSources[sourceKey] = source
         return try sender(app, .android, client: client, credentials: .bearer(source), projectQuota: projectQuota(projectID),
-                          fcmTokens: source, provider: "FCM")
+                          fcmTokens: source, provider: PushProvider.fcm.displayName)
     }
 
     private static let fcmEndpoint = ProviderEndpoint(host: "fcm.googleapis.com")

@@ -19,7 +19,7 @@ struct SenderKey: Hashable, Sendable {
 
     /// The provider as pools and metrics label it: `apns`, `fcm`, or `apns-channels` and the like for the
     /// roles beside pushing.
-    var providerLabel: String { role == .push ? platform.provider : "\(platform.provider)-\(role.rawValue)" }
+    var providerLabel: String { role == .push ? platform.provider.rawValue : "\(platform.provider.rawValue)-\(role.rawValue)" }
 
     /// How the pool of this app and provider is named to its supervisor and in logs.
     var poolName: String { "\(appID)/\(providerLabel)" }

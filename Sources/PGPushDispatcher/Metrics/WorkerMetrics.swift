@@ -43,14 +43,14 @@ public final class WorkerMetrics: Sendable {
 
     /// Sends' results by app, status and reason. Counted per chunk and added here once: per request, building
     /// the counter's key cost more than the counting.
-    func recordSends(app: String, provider: String, _ counts: [SendKey: Int]) {
+    func recordSends(app: String, provider: PushProvider, _ counts: [SendKey: Int]) {
         for (send, count) in counts {
             let key = "\(app)|\(provider)|\(send.status)|\(send.reason ?? "")"
             let counter = sendCounters.withLock { counters in
                 if let counter = counters[key] { return counter }
                 let counter = Counter(
                     label: "pgpush_sends_total",
-                    dimensions: [("app", app), ("provider", provider), ("status", String(send.status)), ("reason", send.reason ?? "")])
+                    dimensions: [("app", app), ("provider", provider.rawValue), ("status", String(send.status)), ("reason", send.reason ?? "")])
                 counters[key] = counter
                 return counter
             }

@@ -251,12 +251,12 @@ struct ChunkProcessor: Sendable {
             let status = outcome.status
             let (classification, retryAfter) = provider.classify(outcome)
             switch classification {
-            case .configurationError(let reason): appHealth.recordConfigurationError(appID, provider: provider.name, reason: reason)
+            case .configurationError(let reason): appHealth.recordConfigurationError(appID, provider: provider.provider, reason: reason)
             case .jobError(let reason):
                 if verdicts.recordJobError(jobID, reason: reason, immediately: provider.isBroadcast) {
                     metrics.jobsFailedByJobError.increment()
                 }
-            case .delivered: appHealth.recordSuccess(appID, provider: provider.name)
+            case .delivered: appHealth.recordSuccess(appID, provider: provider.provider)
             default: break
             }
             // A deadline that passed means APNs (or the path to it) is saturated as surely as a 503 does.
@@ -277,7 +277,7 @@ struct ChunkProcessor: Sendable {
         for answer in answers {
             handle(answer, chunk: chunk, job: chunk.job, into: &tally)
         }
-        metrics.recordSends(app: chunk.appID, provider: provider.isBroadcast ? "apns-broadcast" : chunk.platform.provider, tally.sends)
+        metrics.recordSends(app: chunk.appID, provider: provider.isBroadcast ? .apnsBroadcast : chunk.platform.provider, tally.sends)
         return finish(tally, chunk: chunk, job: chunk.job, completion: ChunkCompletion(chunk: chunk, readTokens: readTokens))
     }
 

@@ -38,10 +38,10 @@ struct ProviderRequests: Sendable {
     /// a token that is not registered): the first step from zero.
     static let unknownDeviceBadge = 1
 
-    /// The provider's name, as metrics and the app's health label it.
-    var name: String {
-        if case .fcm = kind { return "fcm" }
-        return "apns"
+    /// The provider, as the app's health counts it (a channel broadcast counts as APNs).
+    var provider: PushProvider {
+        if case .fcm = kind { return .fcm }
+        return .apns
     }
 
     /// Whether each request is a channel broadcast: the job is that one request, so an error APNs gives it

@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCore
 
 /// Which provider a device, a chunk or an outcome belongs to: `push.devices.platform`.
 public enum DevicePlatform: String, Sendable, Hashable, CaseIterable {
@@ -7,8 +8,8 @@ public enum DevicePlatform: String, Sendable, Hashable, CaseIterable {
     /// FCM.
     case android
 
-    /// The provider's name, as metrics label it.
-    public var provider: String { self == .ios ? "apns" : "fcm" }
+    /// The provider its devices are reached through.
+    public var provider: PushProvider { self == .ios ? .apns : .fcm }
 }
 
 /// A chunk this worker holds the lease on.
