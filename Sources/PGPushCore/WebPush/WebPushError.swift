@@ -30,6 +30,9 @@ public struct WebPushError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidVAPIDSubject = Code("invalidVAPIDSubject")
         /// A VAPID token lifetime or renewal margin is out of range.
         public static let invalidVAPIDLifetime = Code("invalidVAPIDLifetime")
+        /// An `Authorization: vapid …` header or its token is malformed, badly signed, or expired (the push
+        /// service's side, for simulators and tests).
+        public static let invalidVAPIDToken = Code("invalidVAPIDToken")
         /// Signing a VAPID token failed (not expected to happen with a valid key).
         public static let signingFailed = Code("signingFailed")
         /// An origin (configured or derived) is not `https://host[:port]`.
