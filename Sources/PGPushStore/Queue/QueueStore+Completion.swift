@@ -131,9 +131,9 @@ extension QueueStore {
                        android_failed = j.android_failed + d.android_failed,
                        first_sent_at = least(j.first_sent_at, nullif(d.first_sent, 'epoch'::timestamptz)),
                        state = CASE WHEN j.state = 'running' AND d.drained
-                                    THEN CASE WHEN j.failure_reason IS NOT NULL
-                                                OR (j.delivered + d.delivered = 0 AND j.failed + d.failed + j.expired + d.expired > 0)
-                                              THEN 'failed' ELSE 'done' END
+                                    THEN \(unescaped: JobFinalState.sql(
+                                        failureReason: "j.failure_reason", delivered: "j.delivered + d.delivered",
+                                        failed: "j.failed + d.failed", expired: "j.expired + d.expired"))
                                     ELSE j.state END,
                        finished_at = CASE WHEN j.state = 'running' AND d.drained THEN now() ELSE j.finished_at END
                   FROM d
@@ -149,6 +149,33 @@ extension QueueStore {
     public func complete(_ completion: ChunkCompletion) async throws {
         let report = try await complete([completion])
         if let lost = report.leaseLost.first { throw LeaseLost(chunkID: lost) }
+    }
+}
+
+/// The job's final-state rule, the one place it is written: how a running job ends once none of its chunks is
+/// left. The completion path (``QueueStore/complete(_:)``, as it writes a job's last chunk) and maintenance
+/// (``QueueStore/finishDrainedJobs()``, the backstop for a write that never came) both build it from here.
+///
+/// - `failed`: the job was failed as a whole (`failure_reason`: a job-level error, ``QueueStore/failJob(_:reason:)``),
+///   or nothing was delivered and something failed or expired;
+/// - `done`: everything else: some token delivered, or no outcome at all (every device was removed before it
+///   was sent; an empty audience ends `done` at expansion).
+///
+/// The counts are a job's `delivered`, `failed` and `expired` (tokens whose notification expired before it was
+/// sent: a job-level expiry ends the job through its counts, `failed` if nothing got through). A job is
+/// `cancelled` only by `push.cancel`, never by its counts, and a cancelled job is never `running`, so the rule
+/// never meets one.
+enum JobFinalState {
+    /// The rule as a SQL expression giving `'done'` or `'failed'`, over the SQL expressions of a job's
+    /// `failure_reason` and counts (each parenthesised here, so any expression may be passed).
+    static func sql(failureReason: String, delivered: String, failed: String, expired: String) -> String {
+        "CASE WHEN (\(failureReason)) IS NOT NULL OR ((\(delivered)) = 0 AND (\(failed)) + (\(expired)) > 0) THEN 'failed' ELSE 'done' END"
+    }
+
+    /// The rule over a `push.jobs` row's own columns, for the row named `alias`.
+    static func sql(ofJob alias: String) -> String {
+        sql(failureReason: "\(alias).failure_reason", delivered: "\(alias).delivered", failed: "\(alias).failed",
+            expired: "\(alias).expired")
     }
 }
 

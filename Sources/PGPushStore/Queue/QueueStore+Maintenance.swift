@@ -46,69 +46,107 @@ extension QueueStore {
             """, deadline: deadline)
     }
 
-    /// One maintenance pass (run by the leader, see ``acquireMaintenanceLeadership(lease:)``): creates upcoming delivery
-    /// partitions, finishes running jobs with no chunks left (a backstop for a crash between statements of
-    /// another worker's completion), drops chunks of ended jobs and forgets workers whose heartbeat stopped.
+    /// The five queue-upkeep tasks once, in order, each in its own statement or transaction, as the worker's
+    /// maintenance services run them (each on its own schedule): ``createDeliveryPartitions()``,
+    /// ``finishDrainedJobs()``, ``dropChunksOfEndedJobs()``, ``trimAnswerWindow()`` and
+    /// ``removeDeadWorkers(silentFor:)``. For tools and tests that want one pass; one task's failure ends it.
     public func maintain(deadWorkerAfter: Duration) async throws -> MaintenanceReport {
-        let deadSeconds = Double(deadWorkerAfter.components.seconds)
-        return try await transaction { connection in
-            var report = MaintenanceReport(ranAsLeader: true)
-            // Partitions are made days ahead, under a lock timeout: an analyst's long query on push.deliveries
-            // must never hold the rest of maintenance, let alone completions, behind the partition's lock.
-            try await self.run("SAVEPOINT partitions", on: connection)
-            do {
+        var report = MaintenanceReport(ranAsLeader: true)
+        report.partitionsCreated = try await createDeliveryPartitions()
+        report.jobsFinished = try await finishDrainedJobs()
+        report.chunksOfEndedJobsDropped = try await dropChunksOfEndedJobs()
+        try await trimAnswerWindow()
+        report.workersRemoved = try await removeDeadWorkers(silentFor: deadWorkerAfter)
+        return report
+    }
+
+    /// How far ahead ``createDeliveryPartitions()`` keeps daily partitions of `push.deliveries`, in days.
+    static let deliveryPartitionDaysAhead = 3
+
+    /// Creates the upcoming daily partitions of `push.deliveries` (days ahead), returning how many it made.
+    ///
+    /// It waits at most 2 s for a lock (`lock_timeout`): an analyst's long query on `push.deliveries` must never
+    /// hold maintenance, let alone completions, behind the partition's lock. A pass that waited too long logs a
+    /// warning and makes none (0); the next pass tries again, days before a partition is needed.
+    @discardableResult
+    public func createDeliveryPartitions() async throws -> Int {
+        do {
+            return try await transaction { connection in
                 try await self.run("SET LOCAL lock_timeout = '2s'", on: connection)
-                report.partitionsCreated = Int(
-                    try await self.run("SELECT push.ensure_delivery_partitions(3)", on: connection).first?.decode(Int32.self) ?? 0)
-                try await self.run("RELEASE SAVEPOINT partitions", on: connection)
-            } catch {
-                try await self.run("ROLLBACK TO SAVEPOINT partitions", on: connection)
-                self.logger.warning("creating delivery partitions waited too long for a lock; trying again next pass")
+                let rows = try await self.run(
+                    "SELECT push.ensure_delivery_partitions(\(Int32(Self.deliveryPartitionDaysAhead)))", on: connection)
+                return Int(try rows.first?.decode(Int32.self) ?? 0)
             }
-            // A set difference reads the running jobs and the queue once each. As an anti-join, statistics taken
-            // while nothing ran made the planner scan every chunk once per running job: 2.4 s a pass with 1,400
-            // one-user jobs running beside a broadcast, holding their rows against the completions.
-            report.jobsFinished = try await self.run("""
-                UPDATE push.jobs j
-                   SET state = CASE WHEN j.failure_reason IS NOT NULL OR (j.delivered = 0 AND j.failed + j.expired > 0)
-                                    THEN 'failed' ELSE 'done' END,
-                       finished_at = now()
-                  FROM (SELECT r.id FROM push.jobs r WHERE r.state = 'running'
-                        EXCEPT
-                        SELECT c.job_id FROM push.chunks c) AS drained
-                 WHERE j.id = drained.id AND j.state = 'running'
-                RETURNING j.id
-                """, on: connection).count
-            // A cancelled job's chunks that a dead worker held: dropped once their lease ran out, never sent.
-            // The job is probed per chunk (the queue is small; finished jobs are many): a join let the planner
-            // scan every job kept for retention, 340 ms a pass with 300,000 of them.
-            // Their tokens leave the job's total for `cancelled_tokens`, as push.cancel does with the chunks
-            // nobody held, so that the total stays the sum of the job's outcomes.
-            report.chunksOfEndedJobsDropped = try await self.run("""
-                WITH dropped AS (
-                    DELETE FROM push.chunks c
-                     WHERE (c.locked_by IS NULL OR c.locked_until < now())
-                       AND (SELECT j.state FROM push.jobs j WHERE j.id = c.job_id) NOT IN ('queued', 'running')
-                    RETURNING c.id, c.job_id, c.estimated_tokens, c.platform
-                ), per_job AS (
-                    SELECT job_id, sum(estimated_tokens)::int8 AS tokens,
-                           coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
-                      FROM dropped GROUP BY job_id
-                ), counted AS (
-                    UPDATE push.jobs j
-                       SET total = j.total - per_job.tokens, android_total = j.android_total - per_job.android,
-                           cancelled_tokens = j.cancelled_tokens + per_job.tokens
-                      FROM per_job
-                     WHERE j.id = per_job.job_id
-                )
-                SELECT id FROM dropped
-                """, on: connection).count
-            try await self.run("DELETE FROM push.app_answer_window WHERE minute < now() - interval '7 days'", on: connection)
-            report.workersRemoved = try await self.run("""
-                DELETE FROM push.workers WHERE heartbeat_at < now() - make_interval(secs => \(deadSeconds)) RETURNING id
-                """, on: connection).count
-            return report
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "55P03" {  // lock_not_available
+            logger.warning("creating delivery partitions waited too long for a lock; trying again next pass")
+            return 0
         }
+    }
+
+    /// Finishes running jobs with no chunk left, by the job's final-state rule (``JobFinalState``), returning
+    /// how many. The completion that writes a job's last chunk finishes it; this is the backstop for a crash
+    /// between statements of another worker's completion.
+    @discardableResult
+    public func finishDrainedJobs() async throws -> Int {
+        // A set difference reads the running jobs and the queue once each. As an anti-join, statistics taken
+        // while nothing ran made the planner scan every chunk once per running job: 2.4 s a pass with 1,400
+        // one-user jobs running beside a broadcast, holding their rows against the completions.
+        try await run("""
+            UPDATE push.jobs j
+               SET state = \(unescaped: JobFinalState.sql(ofJob: "j")),
+                   finished_at = now()
+              FROM (SELECT r.id FROM push.jobs r WHERE r.state = 'running'
+                    EXCEPT
+                    SELECT c.job_id FROM push.chunks c) AS drained
+             WHERE j.id = drained.id AND j.state = 'running'
+            RETURNING j.id
+            """).count
+    }
+
+    /// Drops the chunks of ended jobs that nobody holds (a cancelled job's chunks that a dead worker held,
+    /// once their lease ran out), never sending them, and returns how many. Their tokens leave the job's total
+    /// for `cancelled_tokens`, as `push.cancel` does with the chunks nobody held, so that the total stays the
+    /// sum of the job's outcomes.
+    @discardableResult
+    public func dropChunksOfEndedJobs() async throws -> Int {
+        // The job is probed per chunk (the queue is small; finished jobs are many): a join let the planner
+        // scan every job kept for retention, 340 ms a pass with 300,000 of them.
+        try await run("""
+            WITH dropped AS (
+                DELETE FROM push.chunks c
+                 WHERE (c.locked_by IS NULL OR c.locked_until < now())
+                   AND (SELECT j.state FROM push.jobs j WHERE j.id = c.job_id) NOT IN ('queued', 'running')
+                RETURNING c.id, c.job_id, c.estimated_tokens, c.platform
+            ), per_job AS (
+                SELECT job_id, sum(estimated_tokens)::int8 AS tokens,
+                       coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
+                  FROM dropped GROUP BY job_id
+            ), counted AS (
+                UPDATE push.jobs j
+                   SET total = j.total - per_job.tokens, android_total = j.android_total - per_job.android,
+                       cancelled_tokens = j.cancelled_tokens + per_job.tokens
+                  FROM per_job
+                 WHERE j.id = per_job.job_id
+            )
+            SELECT id FROM dropped
+            """).count
+    }
+
+    /// Forgets the minutes of the wrong-environment valve's answer window (`push.app_answer_window`) older
+    /// than 7 days, returning how many.
+    @discardableResult
+    public func trimAnswerWindow() async throws -> Int {
+        try await run("DELETE FROM push.app_answer_window WHERE minute < now() - interval '7 days' RETURNING app_id").count
+    }
+
+    /// Forgets workers whose heartbeat stopped `silentFor` ago or longer (`push.workers`; the live ones share
+    /// the rate limits), returning how many.
+    @discardableResult
+    public func removeDeadWorkers(silentFor: Duration) async throws -> Int {
+        let deadSeconds = Double(silentFor.components.seconds)
+        return try await run("""
+            DELETE FROM push.workers WHERE heartbeat_at < now() - make_interval(secs => \(deadSeconds)) RETURNING id
+            """).count
     }
 
     /// Retention, one small batch of each kind: finished jobs, pruning audit rows and prune candidates older
