@@ -1,5 +1,6 @@
 import Foundation
 import PGPushTestSupport
+import PostgresNIO
 import Testing
 
 /// Each maintenance step fails alone: a worker whose app reload fails every pass still runs the leader's
@@ -36,6 +37,36 @@ extension EndToEndTests {
                         "queue upkeep finished the job with nothing left to send")
                 #expect(worker.log.contains("maintenance task failed"), "\(worker.log.suffix(1500))")
                 #expect(worker.log.contains("app reload"))
+                worker.signal(SIGTERM)
+                #expect(await worker.waitForExit(timeout: .seconds(30)) == 0)
+            }
+        }
+
+        /// Queue upkeep is five tasks, not one transaction: one failing statement of it (the answer window's
+        /// DELETE) leaves drained jobs finished and dead workers forgotten.
+        @Test func aFailingQueueUpkeepTaskStopsNoneOfTheOthers() async throws {
+            try await Fleet.with { fleet in
+                try await fleet.createApp()
+                try await fleet.db.exec("REVOKE DELETE ON push.app_answer_window FROM pgpush_worker")
+                let stuck = try await fleet.enqueue(", tokens => ARRAY['\(TestTokens.token(1))']")
+                try await fleet.db.exec("UPDATE push.jobs SET state = 'running', started_at = now() WHERE id = \(stuck)")
+                try await fleet.db.exec("INSERT INTO push.workers (id, hostname, pid, heartbeat_at) VALUES ('gone', 'h', 1, now() - interval '1 hour')")
+
+                let login = try await fleet.db.createLogin(memberOf: "pgpush_worker")
+                let worker = try fleet.startWorker(databaseUser: login)
+                defer { Task { await worker.stop() } }
+                let finished: PostgresQuery = "SELECT count(*) FROM push.jobs WHERE id = \(stuck) AND state = 'done'"
+                let forgotten: PostgresQuery = "SELECT count(*) FROM push.workers WHERE id = 'gone'"
+                let deadline = ContinuousClock.now + .seconds(30)
+                while ContinuousClock.now < deadline {
+                    if try await fleet.count(finished) == 1, try await fleet.count(forgotten) == 0,
+                       worker.log.contains("answer window") { break }
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                #expect(try await fleet.count(finished) == 1, "drained jobs: \(worker.log.suffix(1500))")
+                #expect(try await fleet.count(forgotten) == 0, "dead workers")
+                #expect(worker.log.contains("maintenance task failed"), "\(worker.log.suffix(1500))")
+                #expect(worker.log.contains("answer window"))
                 worker.signal(SIGTERM)
                 #expect(await worker.waitForExit(timeout: .seconds(30)) == 0)
             }

@@ -130,10 +130,7 @@ public final class Worker: Service, Sendable {
             services.append(ListenService(worker: self, listener: listener, channel: .jobs))
             services.append(ListenService(worker: self, listener: listener, channel: .cancels))
         }
-        let maintenance = MaintenanceTask.all(for: self)
-        services += maintenance.enumerated().map { index, task in
-            MaintenanceService(worker: self, task: task, firstRunAfter: task.interval * index / maintenance.count)
-        }
+        services += maintenanceServices()
         services += [
             pools, VerdictWriter(worker: self), ResultWriter(worker: self), PollTicker(worker: self),
             ExpansionService(worker: self), ClaimService(worker: self),

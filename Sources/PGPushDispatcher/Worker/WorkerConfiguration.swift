@@ -86,8 +86,12 @@ public struct WorkerConfiguration: Sendable {
     /// How often the leader sweeps `push.devices` for stale devices (with ``staleDeviceAge``): each sweep reads
     /// the table once, so not every maintenance pass.
     public var staleDeviceSweepInterval: Duration = .seconds(3600)
-    /// How often the maintenance leader runs (partitions, stuck jobs, pruning).
+    /// How often each maintenance task runs (partitions, stuck jobs, pruning, …): every task is its own service,
+    /// waiting this long after its pass before the next.
     public var maintenanceInterval: Duration = .seconds(5)
+    /// At most this much is added at random to each maintenance task's wait, so that the tasks of a fleet drift
+    /// apart; zero (the default) waits exactly the interval.
+    public var maintenanceJitter: Duration = .zero
     /// How long the maintenance leadership lasts without renewal: the chunk lease, since the heartbeat renews
     /// both. A dead leader is replaced once it runs out, as its chunks are rescued.
     public var leaderLease: Duration { lease }

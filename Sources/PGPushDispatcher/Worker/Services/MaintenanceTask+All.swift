@@ -32,8 +32,22 @@ extension MaintenanceTask {
                     throw error
                 }
             },
-            MaintenanceTask(name: "queue upkeep", interval: every, leaderOnly: true) {
-                _ = try await worker.store.maintain(deadWorkerAfter: configuration.heartbeatInterval * 6)
+            // Queue upkeep, one task each, so that a lock held on push.deliveries or a failing statement stops
+            // none of the others (they were one transaction).
+            MaintenanceTask(name: "delivery partitions", interval: every, leaderOnly: true) {
+                try await worker.store.createDeliveryPartitions()
+            },
+            MaintenanceTask(name: "drained jobs", interval: every, leaderOnly: true) {
+                try await worker.store.finishDrainedJobs()
+            },
+            MaintenanceTask(name: "ended jobs' chunks", interval: every, leaderOnly: true) {
+                try await worker.store.dropChunksOfEndedJobs()
+            },
+            MaintenanceTask(name: "answer window", interval: every, leaderOnly: true) {
+                try await worker.store.trimAnswerWindow()
+            },
+            MaintenanceTask(name: "dead workers", interval: every, leaderOnly: true) {
+                try await worker.store.removeDeadWorkers(silentFor: configuration.heartbeatInterval * 6)
             },
             MaintenanceTask(name: "retention", interval: every, leaderOnly: true) {
                 let removed = try await worker.store.removeExpired(olderThan: configuration.retention)
