@@ -155,10 +155,26 @@ struct ChunkProcessor: Sendable {
         try await cancelWhenGracefulShutdown { try await store.personalTokens(of: chunk) }
     }
 
-    /// Whether the chunk is to be sent at all, as ``settledWithoutSending(_:tokens:verdicts:)`` decides.
+    /// Whether the chunk is to be sent at all: the one rule ``settledWithoutSending(_:tokens:verdicts:)`` settles
+    /// the other cases by.
+    private enum Disposition {
+        case send
+        /// Its leases kept expiring (``maximumClaims``).
+        case poison
+        case cancelled
+        case failed(reason: String)
+    }
+
+    private func disposition(of chunk: ClaimedChunk, verdicts: JobVerdicts) -> Disposition {
+        if chunk.claims > maximumClaims { return .poison }
+        if verdicts.isCancelled(chunk.jobID) { return .cancelled }
+        if let reason = chunk.jobFailure ?? verdicts.failure(of: chunk.jobID) { return .failed(reason: reason) }
+        return .send
+    }
+
     private func sends(_ chunk: ClaimedChunk, verdicts: JobVerdicts) -> Bool {
-        chunk.claims <= maximumClaims && !verdicts.isCancelled(chunk.jobID)
-            && chunk.jobFailure == nil && verdicts.failure(of: chunk.jobID) == nil
+        if case .send = disposition(of: chunk, verdicts: verdicts) { return true }
+        return false
     }
 
     /// Waits for the app's rate limit and its FCM project's quota, if it has them.
@@ -172,18 +188,20 @@ struct ChunkProcessor: Sendable {
     /// or nil when it is to be sent.
     @inline(never)
     private func settledWithoutSending(_ chunk: ClaimedChunk, tokens: [String], verdicts: JobVerdicts) -> ChunkCompletion? {
-        if chunk.claims > maximumClaims {
+        switch disposition(of: chunk, verdicts: verdicts) {
+        case .send:
+            return nil
+        case .poison:
             // Its leases kept expiring: whatever kills the workers holding it must not kill the next one too.
             logger.warning("poison chunk recorded as failed", metadata: [
                 "job": "\(chunk.jobID)", "app": "\(chunk.appID)", "chunk": "\(chunk.id)", "claims": "\(chunk.claims)",
             ])
             return notSent(chunk, tokens: tokens, reason: "LeaseExpired")
-        }
-        if verdicts.isCancelled(chunk.jobID) { return ChunkCompletion(chunk: chunk, readTokens: tokens.count) }
-        if let reason = chunk.jobFailure ?? verdicts.failure(of: chunk.jobID) {
+        case .cancelled:
+            return ChunkCompletion(chunk: chunk, readTokens: tokens.count)
+        case .failed(let reason):
             return notSent(chunk, tokens: tokens, reason: reason)
         }
-        return nil
     }
 
     /// Every token goes back to the queue unsent, on the attempt it was on: the app has no sender or is paused.
