@@ -4,15 +4,17 @@ import PackageDescription
 // Dependencies point one way:
 //   PGPushCore ← PGPushTransport / PGPushStore ← PGPushDispatcher ← pgpush (PGPushCLI)
 //   PGPushCore ← PGPushSimulator ← pgpush (PGPushCLI) and the tests
-//   PGPushStore ← PGPushDevelopment ← pgpush (PGPushCLI) and the tests
+//   PGPushStore ← PGPushDevelopment ← PGPushBench ← pgpush (PGPushCLI); PGPushDevelopment ← the tests
 //   PGPushStore ← PGPushDashboard (Hummingbird) ← pgpush (PGPushCLI)
+//   PGPushStore ← PGPushCLISupport ← PGPushBench and pgpush (PGPushCLI)
 // The core imports neither NIO nor PostgresNIO. PGPushTransport is the provider-neutral HTTP/2 client
 // (connection, pool, stream dispatcher, TLS, credentials); its Providers/APNs and Providers/FCM folders
 // hold what is particular to each provider (request building, token rejection, the OAuth exchange).
 // PGPushDevelopment holds the development tools (throwaway PostgreSQL and PgBouncer, the bench rig's
-// statements). The pgpush executable links it for `pgpush demo` and `pgpush bench`, so it is in the binary
-// the workers run; no other command calls it and no library module depends on it. PGPushClient, the
-// producers' Swift client of the SQL API, stands alone: it links PostgresNIO and Logging and nothing of pgpush.
+// statements). PGPushBench (`pgpush bench`, `pgpush demo` and their rigs) is the only module that uses it; the
+// pgpush executable links PGPushBench, so both are in the binary the workers run, and no other command calls
+// them. PGPushClient, the producers' Swift client of the SQL API, stands alone: it links PostgresNIO and
+// Logging and nothing of pgpush.
 
 /// Every file in Migrations/, in order. A new migration is added here as well.
 let migrationFiles = [
@@ -189,7 +191,42 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(
+            // What the operator commands and the rigs both print and connect with: tables, JSON output, job
+            // progress lines, and the one mapping of a failed database connection to a message.
+            name: "PGPushCLISupport",
+            dependencies: [
+                "PGPushStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            // `pgpush bench …` and `pgpush demo`: the benches (Bench/), the demo (Demo/) and the rigs they run on
+            // (Embedded/: a broadcast end to end with `pgpush worker` child processes). PGPushCLI registers
+            // BenchCommand and DemoCommand; nothing else is public.
+            name: "PGPushBench",
+            dependencies: [
+                "PGPushCore",
+                "PGPushTransport",
+                "PGPushSimulator",
+                "PGPushStore",
+                "PGPushDevelopment",
+                "PGPushCLISupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                // The FCM service account the broadcast rig mints (an RSA key).
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
+            // The operator commands (Commands/), `pgpush simulator`, and the registration of PGPushBench's.
             name: "PGPushCLI",
             dependencies: [
                 "PGPushCore",
@@ -198,14 +235,12 @@ let package = Package(
                 "PGPushSimulator",
                 "PGPushStore",
                 "PGPushDispatcher",
-                "PGPushDevelopment",
+                "PGPushBench",
+                "PGPushCLISupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),

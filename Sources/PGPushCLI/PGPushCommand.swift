@@ -2,12 +2,14 @@ import ArgumentParser
 import Foundation
 import NIOCore
 import NIOPosix
+import PGPushBench
 
 @main
 struct PGPushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pgpush",
         abstract: "Bulk push dispatcher: PostgreSQL queue, APNs over HTTP/2.",
+        // The operator commands are in Commands/; `bench` and `demo` (and their rigs) are PGPushBench's.
         subcommands: [
             MigrateCommand.self,
             WorkerCommand.self,

@@ -11,8 +11,8 @@ import PostgresNIO
 /// Every command that connects reports a failure through this one mapping, so a refused port, a missing
 /// database, a wrong password or a TLS mismatch reads the same everywhere, names the server
 /// (host, port, database, user) and never contains the password.
-struct ConnectionFailure: Error, CustomStringConvertible {
-    enum Kind: Equatable, Sendable {
+public struct ConnectionFailure: Error, CustomStringConvertible {
+    public enum Kind: Equatable, Sendable {
         /// Nothing answered: connection refused, timed out, no route, or the host name did not resolve.
         case unreachable
         /// SQLSTATE 3D000.
@@ -25,11 +25,11 @@ struct ConnectionFailure: Error, CustomStringConvertible {
         case other
     }
 
-    let kind: Kind
+    public let kind: Kind
     /// The whole message: where, then what went wrong.
-    let description: String
+    public let description: String
 
-    init(_ error: any Error, url: DatabaseURL) {
+    public init(_ error: any Error, url: DatabaseURL) {
         let (kind, reason) = Self.classify(error, url: url)
         self.kind = kind
         var message = "cannot connect to database \"\(url.database)\" at \(url.host):\(url.port) as user \"\(url.username)\": \(reason)"
@@ -129,7 +129,7 @@ struct ConnectionFailure: Error, CustomStringConvertible {
 }
 
 /// Opens one connection to `url`; a failure is thrown as a ``ConnectionFailure`` that says where and why.
-func connectToDatabase(_ url: DatabaseURL, id: Int = 1, logger: Logger) async throws -> PostgresConnection {
+public func connectToDatabase(_ url: DatabaseURL, id: Int = 1, logger: Logger) async throws -> PostgresConnection {
     do {
         return try await PostgresConnection.connect(configuration: try url.connectionConfiguration(), id: id, logger: logger)
     } catch {

@@ -3,17 +3,17 @@ import Foundation
 /// A plain-text table with aligned columns, for operator output (`apps list`, `stats`).
 ///
 /// Numbers are right-aligned, everything else left-aligned; a missing value prints as `-`.
-struct Table {
-    let headers: [String]
-    private(set) var rows: [[String]] = []
+public struct Table {
+    public let headers: [String]
+    public private(set) var rows: [[String]] = []
     private var numeric: [Bool]
 
-    init(_ headers: [String]) {
+    public init(_ headers: [String]) {
         self.headers = headers
         self.numeric = Array(repeating: true, count: headers.count)
     }
 
-    mutating func append(_ cells: [String?]) {
+    public mutating func append(_ cells: [String?]) {
         precondition(cells.count == headers.count, "a row needs one cell per column")
         let row = cells.map { $0 ?? "-" }
         for (index, cell) in row.enumerated() where cell != "-" && Double(cell) == nil {
@@ -23,7 +23,7 @@ struct Table {
     }
 
     /// The rendered table, one line per row under a header and a rule; no trailing spaces.
-    func render() -> String {
+    public func render() -> String {
         let widths = headers.indices.map { column in
             ([headers[column]] + rows.map { $0[column] }).map(\.count).max() ?? 0
         }
@@ -41,6 +41,6 @@ struct Table {
 }
 
 /// A JSON-ready value: `nil` becomes `null`.
-func jsonValue(_ value: Any?) -> Any {
+public func jsonValue(_ value: Any?) -> Any {
     value ?? NSNull()
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PGPushCLISupport
 import PGPushSimulator
 
 /// `pgpush bench broadcast`: one broadcast end to end through real workers, PostgreSQL and the simulator.

@@ -1,8 +1,8 @@
 import ArgumentParser
 
 /// `pgpush bench …`: bounded load generators for measuring pgpush's parts.
-struct BenchCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct BenchCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure pgpush components under load.",
         subcommands: [
@@ -10,4 +10,6 @@ struct BenchCommand: AsyncParsableCommand {
             TransportBenchSimulatorCommand.self, BenchProviderTokenCommand.self,
         ]
     )
+
+    public init() {}
 }

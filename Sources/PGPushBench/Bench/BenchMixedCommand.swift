@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PGPushCLISupport
 
 /// `pgpush bench mixed`: a large broadcast and a steady stream of small, more urgent jobs at the same time —
 /// do the small ones still go out quickly, and what do they cost the broadcast?

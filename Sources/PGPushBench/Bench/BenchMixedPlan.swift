@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCLISupport
 import PGPushDevelopment
 import PGPushSimulator
 

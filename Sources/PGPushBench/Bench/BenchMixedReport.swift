@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCLISupport
 import PGPushSimulator
 
 /// What `pgpush bench mixed` measured.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PGPushCLISupport
 import PGPushSimulator
 
 /// A report an end-to-end bench mode prints: a table, or JSON with `--json`.

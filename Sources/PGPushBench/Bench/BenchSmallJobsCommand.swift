@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PGPushCLISupport
 
 /// `pgpush bench small-jobs`: many one-device jobs at once, the transactional-notification workload (a
 /// message, a like, a login code), where per-job overhead matters more than tokens per second.

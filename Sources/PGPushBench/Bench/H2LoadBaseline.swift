@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PGPushCLISupport
 import PGPushCore
 import PGPushDevelopment
 

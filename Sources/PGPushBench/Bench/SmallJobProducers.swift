@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PGPushCLISupport
 import PGPushDevelopment
 import PostgresNIO
 

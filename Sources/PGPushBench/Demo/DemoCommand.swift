@@ -1,11 +1,12 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PGPushCLISupport
 import PGPushDevelopment
 
 /// `pgpush demo`: the whole pipeline on one machine with one command.
-struct DemoCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct DemoCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "demo",
         abstract: "Run one broadcast end to end: throwaway PostgreSQL, APNs and FCM simulators, workers, live progress, summary.",
         discussion: """
@@ -51,14 +52,16 @@ struct DemoCommand: AsyncParsableCommand {
     @Flag(help: "Print the summary as JSON on standard output (progress goes to standard error).")
     var json = false
 
-    func validate() throws {
+    public init() {}
+
+    public func validate() throws {
         guard (1...50_000_000).contains(devices) else { throw ValidationError("--devices must be between 1 and 50000000") }
         guard (1...64).contains(workers) else { throw ValidationError("--workers must be between 1 and 64") }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
         guard (0...1).contains(androidShare) else { throw ValidationError("--android-share must be between 0 and 1") }
     }
 
-    func run() async throws {
+    public func run() async throws {
         var logger = Logger(label: "pgpush.demo")
         logger.logLevel = .warning
         var rigConfiguration = BroadcastRig.Configuration(databaseURL: databaseUrl, appPrefix: "demo", logger: logger)

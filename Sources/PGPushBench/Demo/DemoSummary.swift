@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCLISupport
 import PGPushDevelopment
 
 /// What `pgpush demo` prints at the end, as aligned tables or JSON.

@@ -2,6 +2,7 @@ import Crypto
 import CryptoExtras
 import Foundation
 import Logging
+import PGPushCLISupport
 import PGPushCore
 import PGPushSimulator
 import PGPushDevelopment

@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCLISupport
 
 /// One `pgpush worker` child process (the running executable itself), its log captured to a file.
 ///

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PGPushCLISupport
 import PGPushStore
 import PostgresNIO
 

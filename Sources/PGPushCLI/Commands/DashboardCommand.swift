@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Metrics
+import PGPushCLISupport
 import PGPushDashboard
 import PGPushDispatcher
 import PGPushStore

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PGPushCLISupport
 import PGPushStore
 import PostgresNIO
 

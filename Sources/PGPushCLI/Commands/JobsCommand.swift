@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PGPushCLISupport
 import PGPushStore
 
 /// A job's state, as `push.jobs.state` has it.

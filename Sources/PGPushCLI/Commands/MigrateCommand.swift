@@ -1,4 +1,5 @@
 import ArgumentParser
+import PGPushCLISupport
 import PGPushStore
 
 struct MigrateCommand: AsyncParsableCommand {

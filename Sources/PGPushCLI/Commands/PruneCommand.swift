@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import PGPushCLISupport
 import PGPushStore
 import PostgresNIO
 

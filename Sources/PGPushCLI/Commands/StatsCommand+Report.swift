@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCLISupport
 import PGPushStore
 
 /// What `pgpush stats` shows, read from the statistics views.

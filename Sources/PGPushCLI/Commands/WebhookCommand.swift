@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PGPushCLISupport
 import PGPushCore
 import PGPushDispatcher
 import PGPushStore

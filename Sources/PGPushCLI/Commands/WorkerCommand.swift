@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Metrics
 import NIOCore
+import PGPushCLISupport
 import PGPushCore
 import PGPushDispatcher
 import PGPushStore

@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCLISupport
 import PGPushStore
 
 /// Polls `push.job_progress` until a job ends, printing progress as it goes (shared by `watch` and
@@ -84,16 +85,4 @@ struct JobWatcher {
         }
     }
 
-}
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-
-    /// A duration from a command-line number of seconds.
-    static func seconds(fromOption value: Double) -> Duration {
-        .milliseconds(Int64((value * 1000).rounded()))
-    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PGPushCLISupport
 import PGPushStore
 import PostgresNIO
 
