@@ -90,8 +90,9 @@ final class WebhookSender: Sendable {
         try? await client.shutdown()
     }
 
-    /// A failed attempt in a few words, without the URL (which may carry a credential).
-    static func describe(_ error: any Error, timeout: Duration) -> String {
+    /// A failed attempt in a few words, without the URL (which may carry a credential). `caFlag` is the option
+    /// that adds a trust root for this client.
+    static func describe(_ error: any Error, timeout: Duration, caFlag: String = "--ca-file") -> String {
         if let error = error as? HTTPClientError {
             switch error {
             case .deadlineExceeded, .readTimeout:
@@ -108,7 +109,7 @@ final class WebhookSender: Sendable {
         }
         if let error = error as? NIOConnectionError {
             if error.dnsAError != nil || error.dnsAAAAError != nil { return "the host name could not be resolved" }
-            if let first = error.connectionErrors.first { return describe(first.error, timeout: timeout) }
+            if let first = error.connectionErrors.first { return describe(first.error, timeout: timeout, caFlag: caFlag) }
             return "the host name has no address"
         }
         if let error = error as? IOError {
@@ -126,7 +127,7 @@ final class WebhookSender: Sendable {
         }
         if error is NIOSSLError || error is NIOSSLExtraError || error is BoringSSLError {
             if "\(error)".contains("CERTIFICATE_VERIFY_FAILED") {
-                return "TLS refused: the receiver's certificate is not trusted (an extra CA goes in --ca-file)"
+                return "TLS refused: the receiver's certificate is not trusted (an extra CA goes in \(caFlag))"
             }
             return "TLS failed: \(error)"
         }
