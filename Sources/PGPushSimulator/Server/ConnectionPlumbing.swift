@@ -389,8 +389,8 @@ final class ConnectionErrorHandler: ChannelInboundHandler {
 
 // MARK: The listener
 
-/// Binds, accepts TLS connections (ALPN h2 only) and hands each to a connection setup handler; closes them all
-/// on shutdown. One per simulator.
+/// Binds, accepts TLS connections (ALPN h2 only, unless its options offer more) and hands each to a connection
+/// setup handler; closes them all on shutdown. One per simulator.
 final class SimulatorListener: Sendable {
     struct Options: Sendable {
         var host: String
@@ -399,6 +399,8 @@ final class SimulatorListener: Sendable {
         var regenerateCertificates: Bool
         /// When set, TLS client certificates signed by this CA are accepted (optional verification).
         var clientCertificateCAFile: String?
+        /// The ALPN protocols offered, in order of preference. APNs and FCM offer `h2` only.
+        var applicationProtocols: [String] = ["h2"]
     }
 
     private struct Running: @unchecked Sendable {
@@ -519,7 +521,7 @@ final class SimulatorListener: Sendable {
         let key = try NIOSSLPrivateKey(file: certificates.serverKeyPath, format: .pem)
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
-        tls.applicationProtocols = ["h2"]
+        tls.applicationProtocols = options.applicationProtocols
         if let caFile = options.clientCertificateCAFile {
             tls.certificateVerification = .optionalVerification
             tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caFile))
