@@ -43,6 +43,18 @@ struct SimulatorCommand: AsyncParsableCommand {
             token sent through project P a SENDER_ID_MISMATCH. --seed and --latency-ms apply to FCM too.
 
               pgpush simulator --token-key T:K:key.p8 --fcm-service-account sa.json --fcm-quota-exceeded-rate 0.01
+
+            Web Push (RFC 8030/8291/8292) runs as well when --web-push-port, --web-push-http1-port or
+            --web-subscriptions is given, with the same CA: --web-push-port (default 2199) serves HTTP/2 to clients
+            offering h2 in ALPN and HTTP/1.1 to the others; --web-push-http1-port serves HTTP/1.1 only (no h2 in
+            ALPN). --web-subscriptions N FILE makes N subscriptions (split across the Web Push ports) and writes
+            them to FILE as a JSON array of PushSubscription.toJSON() objects; the simulator keeps their keys,
+            decrypts every message and checks its VAPID token (aud = the endpoint's origin, exp <= 24 h, a sub
+            Apple accepts, else 403 BadJwtToken). --web-gone-share S makes that share of them gone, half answered
+            410 (ids gone-...), half 404 (ids notfound-...). --seed, --latency-ms and --ledger-keeps-payloads
+            apply to Web Push too.
+
+              pgpush simulator --web-push-port 0 --web-push-http1-port 0 --web-subscriptions 1000 subs.json
             """)
 
     @OptionGroup var logging: LoggingOptions
@@ -109,13 +121,39 @@ struct SimulatorCommand: AsyncParsableCommand {
     var fcmMismatchedProject: [String] = []
     @Option(help: "Append every accepted FCM message as a JSON line to this file.") var fcmLedgerFile: String?
 
+    @Option(help: "Port of the Web Push simulator, HTTP/2 and HTTP/1.1 by ALPN (enables Web Push; default 2199 when it runs, 0 picks a free one).")
+    var webPushPort: Int?
+    @Option(help: "Port of a second Web Push origin that serves HTTP/1.1 only (no h2 in ALPN; 0 picks a free one).")
+    var webPushHttp1Port: Int?
+    @Option(parsing: .upToNextOption,
+            help: ArgumentHelp("Make N Web Push subscriptions and write them to FILE as a JSON array (enables Web Push).",
+                               valueName: "N FILE"))
+    var webSubscriptions: [String] = []
+    @Option(help: ArgumentHelp("Subscriptions are made with this applicationServerKey and refuse other VAPID keys (403).",
+                               valueName: "base64url"))
+    var webApplicationServerKey: String?
+    @Option(help: "Share of the subscriptions made gone: half answered 410, half 404.") var webGoneShare: Double = 0
+    @Option(help: "Fraction of Web Push messages answered 429 TooManyRequests.") var webTooManyRequestsRate: Double = 0
+    @Option(help: "Retry-After (seconds) of those 429s.") var webRetryAfter: Int = 1
+    @Option(help: "Fraction of Web Push messages answered 503 ServiceUnavailable.") var webUnavailableRate: Double = 0
+    @Option(help: "Fraction of Web Push messages answered 500 InternalServerError.") var webInternalErrorRate: Double = 0
+    @Option(help: "Web Push: GOAWAY (HTTP/2) or close after answering (HTTP/1.1) when the request count reaches a multiple of N.")
+    var webGoawayEvery: Int?
+    @Option(help: "Web Push: close a connection abruptly when the request count reaches a multiple of N.")
+    var webResetEvery: Int?
+    @Option(help: "Append every accepted Web Push message as a JSON line to this file.") var webLedgerFile: String?
+
     /// Whether the FCM simulator runs.
     private var fcmEnabled: Bool { !fcmServiceAccount.isEmpty || fcmPort != nil }
+    /// Whether the Web Push simulator runs.
+    private var webPushEnabled: Bool { webPushPort != nil || webPushHttp1Port != nil || !webSubscriptions.isEmpty }
 
     func run() async throws {
         let logger = logging.bootstrap(label: "pgpush.simulator")
         let configuration = try makeConfiguration()
         let fcmConfiguration = fcmEnabled ? try makeFCMConfiguration() : nil
+        let webPushConfigurations = webPushEnabled ? try makeWebPushConfigurations() : []
+        let webSubscriptionRequest = try parseWebSubscriptions()
         let simulator = APNsSimulator(configuration: configuration, logger: logger)
         let boundPort = try await simulator.start()
         // Written unbuffered: scripts wait for these lines to learn the port.
@@ -146,8 +184,25 @@ struct SimulatorCommand: AsyncParsableCommand {
             Self.say("pgpush simulator: \(FCMSimulator.differencesFromFCM)")
         }
 
+        var webPush: [WebPushSimulator] = []
+        do {
+            webPush = try await startWebPush(webPushConfigurations, logger: logger)
+            if let webSubscriptionRequest {
+                try writeWebSubscriptions(count: webSubscriptionRequest.count, file: webSubscriptionRequest.file, on: webPush)
+            }
+        } catch {
+            for web in webPush { await web.shutdown() }
+            await fcm?.shutdown()
+            await simulator.shutdown()
+            throw error
+        }
+
+        // Read now: a stopped simulator has no port.
+        let webOrigins = webPush.map { $0.origin?.serialized ?? "" }
+
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: simulator)]
         if let fcm { services.append(.init(service: fcm)) }
+        for web in webPush { services.append(.init(service: web)) }
         if let duration {
             services.append(.init(service: SimulatorDeadline(seconds: duration),
                                   successTerminationBehavior: .gracefullyShutdownGroup))
@@ -158,8 +213,10 @@ struct SimulatorCommand: AsyncParsableCommand {
         try await ServiceGroup(configuration: groupConfiguration).run()
         await simulator.shutdown()
         await fcm?.shutdown()
+        for web in webPush { await web.shutdown() }
         Self.say("pgpush simulator: \(simulator.summary)")
         if let fcm { Self.say("pgpush simulator: FCM \(fcm.summary)") }
+        for (web, origin) in zip(webPush, webOrigins) { Self.say("pgpush simulator: Web Push \(origin) \(web.summary)") }
     }
 
     private static func say(_ line: String) {
@@ -240,6 +297,107 @@ struct SimulatorCommand: AsyncParsableCommand {
         configuration.faults.resetEveryStreams = fcmResetEvery
         if let latencyMs { configuration.faults.latency = try Self.parseLatency(latencyMs) }
         return configuration
+    }
+
+    /// One configuration per Web Push port: the ALPN one (h2 and HTTP/1.1), then the HTTP/1.1-only one.
+    /// Shares --host, --cert-dir, --certificate-hostname, --seed, --latency-ms and --ledger-keeps-payloads.
+    private func makeWebPushConfigurations() throws -> [WebPushSimulatorConfiguration] {
+        for (name, rate) in [("--web-gone-share", webGoneShare), ("--web-too-many-requests-rate", webTooManyRequestsRate),
+                             ("--web-unavailable-rate", webUnavailableRate), ("--web-internal-error-rate", webInternalErrorRate)]
+        where !(0...1).contains(rate) {
+            throw ValidationError("\(name) must be between 0 and 1")
+        }
+        guard webRetryAfter >= 0 else { throw ValidationError("--web-retry-after must not be negative") }
+        if let key = webApplicationServerKey, (try? VAPIDKey.publicKey(applicationServerKey: key)) == nil {
+            throw ValidationError("--web-application-server-key is not a base64url uncompressed P-256 public key")
+        }
+        var base = WebPushSimulatorConfiguration()
+        base.host = host
+        base.certificateDirectory = certDir
+        // The APNs simulator, started first, already regenerated them if asked; all share one CA.
+        base.regenerateCertificates = false
+        base.certificateHostnames = certificateHostname
+        base.ledgerKeepsPayloads = ledgerKeepsPayloads
+        base.faults.seed = seed
+        base.faults.tooManyRequestsRate = webTooManyRequestsRate
+        base.faults.tooManyRequestsRetryAfterSeconds = webRetryAfter
+        base.faults.serviceUnavailableRate = webUnavailableRate
+        base.faults.internalErrorRate = webInternalErrorRate
+        base.faults.goAwayEveryStreams = webGoawayEvery
+        base.faults.resetEveryStreams = webResetEvery
+        if let latencyMs { base.faults.latency = try Self.parseLatency(latencyMs) }
+        var configurations: [WebPushSimulatorConfiguration] = []
+        if webPushPort != nil || webPushHttp1Port == nil {
+            var configuration = base
+            configuration.port = webPushPort ?? (port == 0 ? 0 : 2199)
+            configuration.ledgerFile = webLedgerFile
+            configurations.append(configuration)
+        }
+        if let webPushHttp1Port {
+            var configuration = base
+            configuration.port = webPushHttp1Port
+            configuration.http1Only = true
+            // Both append whole lines, each buffer of lines in one write.
+            configuration.ledgerFile = webLedgerFile
+            configurations.append(configuration)
+        }
+        return configurations
+    }
+
+    /// `--web-subscriptions N FILE`.
+    private func parseWebSubscriptions() throws -> (count: Int, file: String)? {
+        guard !webSubscriptions.isEmpty else { return nil }
+        guard webSubscriptions.count == 2, let count = Int(webSubscriptions[0]), count >= 0 else {
+            throw ValidationError("--web-subscriptions takes a count and a file: --web-subscriptions 1000 subscriptions.json")
+        }
+        return (count, webSubscriptions[1])
+    }
+
+    private func startWebPush(_ configurations: [WebPushSimulatorConfiguration], logger: Logger) async throws -> [WebPushSimulator] {
+        var started: [WebPushSimulator] = []
+        do {
+            for configuration in configurations {
+                let web = WebPushSimulator(configuration: configuration, logger: logger)
+                let port = try await web.start()
+                started.append(web)
+                let protocols = configuration.http1Only ? "HTTP/1.1 only" : "HTTP/2 and HTTP/1.1 by ALPN"
+                Self.say("pgpush simulator: Web Push listening at \(host):\(port) (\(protocols)), origin \(web.origin?.serialized ?? "")")
+            }
+        } catch {
+            for web in started { await web.shutdown() }
+            throw error
+        }
+        if !started.isEmpty { Self.say("pgpush simulator: \(WebPushSimulator.differencesFromPushServices)") }
+        return started
+    }
+
+    /// Makes `count` subscriptions, alternating between the Web Push origins, --web-gone-share of them gone
+    /// (410 and 404 in turn), and writes them to `file`.
+    private func writeWebSubscriptions(count: Int, file: String, on simulators: [WebPushSimulator]) throws {
+        guard !simulators.isEmpty else { return }
+        let goneCount = Int((Double(count) * webGoneShare).rounded())
+        var subscriptions: [WebPushSimulatorSubscription] = []
+        var made: [WebPushSimulatorRegistry.Outcome: Int] = [:]
+        for (index, simulator) in simulators.enumerated() {
+            // This origin's share of the live, 410 and 404 subscriptions.
+            func share(_ total: Int, offset: Int = 0) -> Int {
+                (total + simulators.count - 1 - (index + offset) % simulators.count) / simulators.count
+            }
+            let gone410 = share((goneCount + 1) / 2), gone404 = share(goneCount / 2, offset: 1)
+            for (outcome, number) in [(WebPushSimulatorRegistry.Outcome.live, share(count - goneCount)), (.gone, gone410),
+                                      (.notFound, gone404)] where number > 0 {
+                subscriptions += try simulator.makeSubscriptions(
+                    count: number, applicationServerKey: webApplicationServerKey, outcome: outcome)
+                made[outcome, default: 0] += number
+            }
+        }
+        do {
+            try WebPushSimulatorSubscription.write(subscriptions, toFile: file)
+        } catch {
+            throw ValidationError("cannot write --web-subscriptions file \(file): \(error)")
+        }
+        Self.say("pgpush simulator: Web Push wrote \(subscriptions.count) subscriptions to \(file) "
+            + "(\(made[.live] ?? 0) live, \(made[.gone] ?? 0) gone 410, \(made[.notFound] ?? 0) not found 404)")
     }
 
     static func loadServiceAccount(_ path: String) throws -> FCMServiceAccount {
