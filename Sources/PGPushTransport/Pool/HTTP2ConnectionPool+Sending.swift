@@ -63,7 +63,7 @@ extension HTTP2ConnectionPool {
             return leases
         }
         // A pool has a handful of connections: a list searched in place beats a dictionary per batch.
-        var perConnection: [(connection: HTTP2Connection, streams: [HTTP2PendingStream])] = []
+        var perConnection: [(connection: any HTTP2PoolConnection, streams: [HTTP2PendingStream])] = []
         for (submission, lease) in zip(batch, leases) {
             let stream = prepared(submission.request, lease: lease, token: token)
             let pending = pendingStream(stream, onOutcome: reportingRejections(stream, submission.onOutcome))

@@ -16,37 +16,71 @@ import Synchronization
 /// is no internal buffer), writes the request and returns its outcome. Streams per connection never exceed
 /// the server's live `SETTINGS_MAX_CONCURRENT_STREAMS` (nor the client cap, nor 1 before the first success
 /// with token authentication).
+///
+/// Every decision is the ``HTTP2PoolStateMachine``'s, timers included; this class holds the objects its ids
+/// stand for and carries out its actions. Connections come from an ``HTTP2ConnectionFactory`` and timers
+/// sleep on an injected clock, so the pool runs in tests without sockets or real time.
 public final class HTTP2ConnectionPool: Service, Sendable {
     let configuration: HTTP2ClientConfiguration
     let credentials: ProviderCredentials
-    let eventLoopGroup: any EventLoopGroup
     let logger: Logger
-    let sslContext: NIOSSLContext
     let authority: String
     let requestTimeout: TimeAmount
     let state: Mutex<HTTP2PoolResources>
     /// Rejected tokens of ``start(_:onOutcome:)`` calls, reported by ``run()``.
     let rejections = HTTP2TokenRejections()
+    let factory: any HTTP2ConnectionFactory
+    let clock: any Clock<Duration>
+    /// Connections to open and timers to run, consumed by ``run()``.
+    let events: AsyncStream<HTTP2PoolRunEvent>
+    let eventSink: AsyncStream<HTTP2PoolRunEvent>.Continuation
+    /// Told of every timer once the state machine has handled it (tests wait on it; nothing else does).
+    let onTimerHandled: (@Sendable (HTTP2PoolStateMachine.Timer) -> Void)?
 
     /// - Throws: ``PGPushError`` if the TLS context cannot be built (unreadable trust roots, a certificate
     ///   and key that do not match).
-    public init(
+    public convenience init(
         configuration: HTTP2ClientConfiguration,
         credentials: ProviderCredentials,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger
     ) throws {
+        let factory = HTTP2TLSConnectionFactory(
+            configuration: configuration,
+            sslContext: try HTTP2TLSContext.make(configuration: configuration, credentials: credentials),
+            eventLoopGroup: eventLoopGroup,
+            logger: logger)
+        self.init(configuration: configuration, credentials: credentials, factory: factory, clock: ContinuousClock(), logger: logger)
+    }
+
+    /// - Parameters:
+    ///   - factory: Opens the connections.
+    ///   - clock: What the pool's timers sleep on.
+    ///   - timing: The timers' durations; by default those of `configuration`.
+    ///   - onTimerHandled: Told of every timer once the state machine has handled it.
+    init(
+        configuration: HTTP2ClientConfiguration,
+        credentials: ProviderCredentials,
+        factory: any HTTP2ConnectionFactory,
+        clock: any Clock<Duration>,
+        timing: HTTP2PoolStateMachine.Timing? = nil,
+        logger: Logger,
+        onTimerHandled: (@Sendable (HTTP2PoolStateMachine.Timer) -> Void)? = nil
+    ) {
+        self.onTimerHandled = onTimerHandled
         self.configuration = configuration
         self.credentials = credentials
-        self.eventLoopGroup = eventLoopGroup
         self.logger = logger
-        self.sslContext = try HTTP2TLSContext.make(configuration: configuration, credentials: credentials)
+        self.factory = factory
+        self.clock = clock
         self.authority = configuration.endpoint.authority
         self.requestTimeout = .nanoseconds(configuration.requestTimeout.nanosecondsInt64)
         self.state = Mutex(HTTP2PoolResources(machine: HTTP2PoolStateMachine(
             clientCap: configuration.maximumStreamsPerConnectionCap,
-            singleStreamUntilFirstSuccess: credentials.startsWithSingleStream
+            singleStreamUntilFirstSuccess: credentials.startsWithSingleStream,
+            timing: timing ?? HTTP2PoolStateMachine.Timing(configuration)
         )))
+        (events, eventSink) = AsyncStream.makeStream(of: HTTP2PoolRunEvent.self)
     }
 
     /// The current counters and limits.
@@ -81,18 +115,16 @@ public final class HTTP2ConnectionPool: Service, Sendable {
         }
     }
 
-    func pingDue(_ connectionID: Int) {
-        apply { $0.pingDue(connectionID) }
-    }
-
-    private func pingTimedOut(_ connectionID: Int, _ payload: UInt64) {
-        let effects = state.withLock { $0.resolve($0.machine.pingTimedOut(connectionID, payload: payload)) }
-        if !effects.close.isEmpty {
+    /// A timer of the state machine is due.
+    func timerFired(_ timer: HTTP2PoolStateMachine.Timer) {
+        let effects = state.withLock { $0.resolve($0.machine.timerFired(timer)) }
+        if case .pingTimeout(let id, _) = timer.kind, effects.closesConnection {
             logger.warning(
                 "\(configuration.provider) connection did not answer PING; replacing it",
-                metadata: ["provider": "\(configuration.provider)", "connection": "\(connectionID)"])
+                metadata: ["provider": "\(configuration.provider)", "connection": "\(id)"])
         }
         perform(effects)
+        onTimerHandled?(timer)
     }
 
     /// Feeds one event to the state machine under the lock, then carries out its actions.
@@ -102,8 +134,30 @@ public final class HTTP2ConnectionPool: Service, Sendable {
     }
 
     func perform(_ effects: HTTP2PoolEffects) {
-        effects.perform(pingTimeout: .nanoseconds(configuration.pingTimeout.nanosecondsInt64)) { id, payload in
-            self.pingTimedOut(id, payload)
+        for (continuation, grant) in effects.grants { continuation.resume(returning: grant) }
+        for effect in effects.others {
+            switch effect {
+            case .close(let connection):
+                connection.close()
+            case .ping(let connection, let payload):
+                connection.sendPing(payload)
+            case .run(let event):
+                eventSink.yield(event)
+            case .resume(let timerTask):
+                timerTask.resume()
+            case .logReady(let id):
+                logger.debug(
+                    "\(configuration.provider) connection ready",
+                    metadata: ["provider": "\(configuration.provider)", "connection": "\(id)"])
+            case .logFailure(_, let failure):
+                logger.log(
+                    level: failure.quiet ? .debug : .warning,
+                    "\(configuration.provider) connection attempt failed",
+                    metadata: ["provider": "\(configuration.provider)", "error": "\(failure.tlsRejection ?? failure.detail)"])
+            case .finishRun(let waiter):
+                eventSink.finish()
+                waiter?.resume()
+            }
         }
     }
 }
