@@ -88,7 +88,7 @@ struct ConnectionStateMachineTests {
         var machine = readyMachine()
         machine.streamOpened()
         machine.streamOpened()
-        let action = machine.goAwayReceived(lastStreamID: 1, errorCode: 0, debugData: #"{"reason":"Shutdown"}"#)
+        let action = machine.goAwayReceived(lastStreamID: 1, errorCode: 0, debugReason: APNsRules().goAwayReason(debugData: #"{"reason":"Shutdown"}"#))
         #expect(action == .retire(.goAway(errorCode: 0, debugReason: "Shutdown")))
         #expect(!machine.canOpenStream)
         #expect(machine.effectiveLimit == 0)
@@ -99,22 +99,22 @@ struct ConnectionStateMachineTests {
 
     @Test func goAwayWhenIdleRetiresAndCloses() {
         var machine = readyMachine()
-        #expect(machine.goAwayReceived(lastStreamID: 0, errorCode: 0, debugData: nil)
+        #expect(machine.goAwayReceived(lastStreamID: 0, errorCode: 0, debugReason: nil)
             == .retireAndClose(.goAway(errorCode: 0, debugReason: nil)))
     }
 
     @Test func secondGoAwayIsNoNewActionButLowersLastStreamID() {
         var machine = readyMachine()
         machine.streamOpened()
-        _ = machine.goAwayReceived(lastStreamID: 99, errorCode: 0, debugData: nil)
-        #expect(machine.goAwayReceived(lastStreamID: 7, errorCode: 2, debugData: nil) == .none)
+        _ = machine.goAwayReceived(lastStreamID: 99, errorCode: 0, debugReason: nil)
+        #expect(machine.goAwayReceived(lastStreamID: 7, errorCode: 2, debugReason: nil) == .none)
         #expect(machine.goAwayLastStreamID == 7)
     }
 
     @Test func streamsAboveLastStreamIDWereNotProcessed() {
         var machine = readyMachine()
         machine.streamOpened()
-        _ = machine.goAwayReceived(lastStreamID: 5, errorCode: 0, debugData: #"{"reason":"Shutdown"}"#)
+        _ = machine.goAwayReceived(lastStreamID: 5, errorCode: 0, debugReason: APNsRules().goAwayReason(debugData: #"{"reason":"Shutdown"}"#))
         #expect(machine.noResponseReason(streamID: 7, resetCode: Machine.refusedStreamCode)
             == .goAwayNotProcessed(debugReason: "Shutdown"))
         #expect(machine.noResponseReason(streamID: nil, resetCode: nil) == .goAwayNotProcessed(debugReason: "Shutdown"))
@@ -133,7 +133,7 @@ struct ConnectionStateMachineTests {
     @Test func goAwayDebugDataThatIsNotJSONHasNoReason() {
         var machine = readyMachine()
         machine.streamOpened()
-        #expect(machine.goAwayReceived(lastStreamID: 1, errorCode: 0, debugData: "bye")
+        #expect(machine.goAwayReceived(lastStreamID: 1, errorCode: 0, debugReason: APNsRules().goAwayReason(debugData: "bye"))
             == .retire(.goAway(errorCode: 0, debugReason: nil)))
     }
 
@@ -201,7 +201,7 @@ struct ConnectionStateMachineTests {
     @Test func channelClosedWhileDrainingNeedsNoNewRetire() {
         var machine = readyMachine()
         machine.streamOpened()
-        _ = machine.goAwayReceived(lastStreamID: 1, errorCode: 0, debugData: nil)
+        _ = machine.goAwayReceived(lastStreamID: 1, errorCode: 0, debugReason: nil)
         #expect(machine.channelClosed() == .none)
         #expect(machine.isClosed)
     }

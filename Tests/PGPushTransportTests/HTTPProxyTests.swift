@@ -225,7 +225,7 @@ struct HTTPConnectHandlerTests {
         #expect(error.status == status)
         #expect(error.description.contains("HTTPS proxy http://***@proxy:3128 refused CONNECT api.push.apple.com:443: \(status)"), "\(error)")
         #expect(!handshake.channel.isActive, "the connection is closed")
-        #expect(TLSRejection.reason(for: error) == nil, "a proxy's refusal never pauses an app")
+        #expect(TLSRefusal(error) == nil, "a proxy's refusal never pauses an app")
     }
 
     @Test func aCloseOrGarbageOrSilenceFailsIt() throws {

@@ -172,7 +172,7 @@ struct PoolStateMachineTests {
         var machine = pool()
         let id = connectReady(&machine, limit: 10)
         lease(&machine, 2, on: id)
-        let actions = machine.goAwayReceived(id, lastStreamID: 1, errorCode: 0, debugData: #"{"reason":"Shutdown"}"#)
+        let actions = machine.goAwayReceived(id, lastStreamID: 1, errorCode: 0, debugReason: APNsRules().goAwayReason(debugData: #"{"reason":"Shutdown"}"#))
         // The slot's next connection opens; this one young, after a back-off.
         #expect(actions.withoutTimers == [])
         #expect(actions.scheduled(.backoff(slot: 0))?.duration == .seconds(1))
@@ -191,7 +191,7 @@ struct PoolStateMachineTests {
     @Test func goAwayWithNothingInFlightClosesAtOnce() {
         var machine = pool()
         let id = connectReady(&machine)
-        #expect(machine.goAwayReceived(id, lastStreamID: 0, errorCode: 0, debugData: nil).withoutTimers == [.closeConnection(id)])
+        #expect(machine.goAwayReceived(id, lastStreamID: 0, errorCode: 0, debugReason: nil).withoutTimers == [.closeConnection(id)])
     }
 
     @Test func retiringAnswerRetiresTheConnection() {
@@ -360,7 +360,7 @@ struct PoolStateMachineTests {
         #expect(machine.snapshot().connectFailures == 3)
         // The fourth attempt gets ready but dies young: the count goes on.
         ready(&machine, id)
-        let retired = machine.goAwayReceived(id, lastStreamID: 0, errorCode: 0, debugData: nil)
+        let retired = machine.goAwayReceived(id, lastStreamID: 0, errorCode: 0, debugReason: nil)
         #expect(retired.scheduled(.backoff(slot: 0))?.duration == .seconds(4))
         #expect(machine.timerFired(Machine.Timer(id: -1, kind: .backoff(slot: 0), duration: .zero)) == [], "an unknown timer is ignored")
     }
@@ -378,7 +378,7 @@ struct PoolStateMachineTests {
         ready(&machine, id)
         #expect(machine.timerFired(try #require(reopened.scheduled(.stableLifetime(id)))) == [])
         // It retires after the stable lifetime: the replacement opens at once, no back-off.
-        let retired = machine.goAwayReceived(id, lastStreamID: 0, errorCode: 0, debugData: nil)
+        let retired = machine.goAwayReceived(id, lastStreamID: 0, errorCode: 0, debugReason: nil)
         let replacement = try #require(retired.opened.first)
         #expect(retired.scheduled(.backoff(slot: 0)) == nil)
         // The replacement fails: back-off starts again at one failure.
@@ -388,7 +388,7 @@ struct PoolStateMachineTests {
     @Test func aConnectionThatDiesYoungCountsAsAFailure() throws {
         var machine = pool()
         let id = connectReady(&machine)
-        let retired = machine.goAwayReceived(id, lastStreamID: 0, errorCode: 0, debugData: nil)
+        let retired = machine.goAwayReceived(id, lastStreamID: 0, errorCode: 0, debugReason: nil)
         #expect(retired.opened == [])
         #expect(retired.scheduled(.backoff(slot: 0))?.duration == .seconds(1))
     }

@@ -191,7 +191,7 @@ final class FakeConnection: HTTP2PoolConnection {
         for (index, stream) in open.enumerated() {
             stream.onResult(.closed(streamID: 2 * index + 1, resetCode: nil, sawHeadersWithoutStatus: false))
         }
-        onEvent(.closed(error: nil, tlsRejection: nil))
+        onEvent(.closed(error: nil, tlsRefusal: nil))
     }
 
     // MARK: The server's side

@@ -33,6 +33,7 @@ struct StreamDispatcherTests {
             let channel = EmbeddedChannel()
             let recorder = Recorder()
             let dispatcher = HTTP2StreamDispatcher(
+                rules: APNsRules(),
                 results: HTTP2DeferredResults(eventLoop: channel.eventLoop),
                 onEvent: { event in recorder.events.withLock { $0.append(event) } }
             )

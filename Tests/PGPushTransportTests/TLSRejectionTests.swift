@@ -16,15 +16,28 @@ struct TLSRejectionTests {
         ("error:1000009c:SSL routines:OPENSSL_internal:WRONG_VERSION_NUMBER", "TLSHandshakeFailed"),
     ])
     func boringSSLErrorsThatNoRetryFixesHaveAReadableReason(description: String, code: String) {
-        let reason = TLSRejection.reason(forDescription: "handshakeFailed(sslError([\(description)]))")
+        let refusal = TLSRefusal(description: "handshakeFailed(sslError([\(description)]))")
+        let reason = refusal.map(APNsRules().tlsRefusalReason)
         #expect(reason?.hasPrefix(code + ": ") == true, "\(reason ?? "nil")")
+        #expect(refusal?.code == code)
     }
 
     @Test func transientFailuresAreNotRejections() {
-        #expect(TLSRejection.reason(for: ChannelError.connectTimeout(.seconds(1))) == nil)
-        #expect(TLSRejection.reason(for: IOError(errnoCode: 104, reason: "read")) == nil)
-        #expect(TLSRejection.reason(for: NIOSSLError.uncleanShutdown) == nil)
-        #expect(TLSRejection.reason(forDescription: "connection reset by peer") == nil)
-        #expect(TLSRejection.reason(for: NIOSSLExtraError.failedToValidateHostname)?.hasPrefix("TLSServerNotTrusted") == true)
+        #expect(TLSRefusal(ChannelError.connectTimeout(.seconds(1))) == nil)
+        #expect(TLSRefusal(IOError(errnoCode: 104, reason: "read")) == nil)
+        #expect(TLSRefusal(NIOSSLError.uncleanShutdown) == nil)
+        #expect(TLSRefusal(description: "connection reset by peer") == nil)
+        #expect(TLSRefusal(NIOSSLExtraError.failedToValidateHostname).map(APNsRules().tlsRefusalReason)?.hasPrefix("TLSServerNotTrusted") == true)
+    }
+
+    @Test func eachProviderReadsARefusalWithTheSameCode() {
+        #expect(APNsRules().tlsRefusalReason(.certificateExpired) == "TLSCertificateExpired: APNs refused the client certificate as expired")
+        for refusal in TLSRefusal.allCases {
+            for rules in [FCMRules(.send), FCMRules(.oauth)] {
+                let reason = rules.tlsRefusalReason(refusal)
+                #expect(reason.hasPrefix(refusal.code + ": "), "\(reason)")
+                #expect(!reason.contains("APNs") && !reason.contains("--apns"), "\(reason)")
+            }
+        }
     }
 }

@@ -202,7 +202,7 @@ public actor AppRegistry {
     /// share); `provider` names it in the pool's log lines and in the error a TLS setup failure gives.
     private func sender(
         _ app: AppRecord, _ platform: DevicePlatform, client: HTTP2ClientConfiguration, credentials: ProviderCredentials,
-        projectQuota: RateLimiter? = nil, fcmTokens: SharedFCMAccessTokenSource?, provider: String
+        projectQuota: RateLimiter? = nil, fcmTokens: SharedFCMAccessTokenSource?, provider: any HTTP2ProviderRules
     ) throws(PGPushError) -> AppSender {
         var client = client
         client.provider = provider
@@ -287,9 +287,9 @@ public actor AppRegistry {
             client.maximumResponseBodyBytes = 1 << 20
         }
         let provider = switch role {
-        case .push: PushProvider.apns.displayName
-        case .channels: "\(PushProvider.apns.displayName) channel management"
-        case .broadcasts: PushProvider.apnsBroadcast.displayName
+        case .push: APNsRules(.push)
+        case .channels: APNsRules(.channelManagement)
+        case .broadcasts: APNsRules(.broadcast)
         }
         return try sender(app, .ios, client: client, credentials: credentials, fcmTokens: nil, provider: provider)
     }
@@ -318,7 +318,7 @@ public actor AppRegistry {
             store: store, logger: logger)
         accessTokenSources[sourceKey] = source
         return try sender(app, .android, client: client, credentials: .bearer(source), projectQuota: projectQuota(projectID),
-                          fcmTokens: source, provider: PushProvider.fcm.displayName)
+                          fcmTokens: source, provider: FCMRules(.send))
     }
 
     private static let fcmEndpoint = ProviderEndpoint(host: "fcm.googleapis.com")

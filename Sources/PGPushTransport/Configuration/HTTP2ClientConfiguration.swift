@@ -1,12 +1,15 @@
 import PGPushCore
 
-/// How an ``HTTP2ConnectionPool`` connects and paces itself. Every value has a default suited to APNs.
+/// How an ``HTTP2ConnectionPool`` connects and paces itself. Every value but the endpoint and the provider has
+/// a default suited to a push provider; each provider's folder under `Providers/` may add its own defaults.
 public struct HTTP2ClientConfiguration: Sendable {
     /// The service to connect to.
-    public var endpoint: ProviderEndpoint = .production
+    public var endpoint: ProviderEndpoint
 
-    /// The provider's name in log lines ("APNs", "FCM", "Google OAuth"), e.g. "FCM connection received GOAWAY".
-    public var provider: String = "APNs"
+    /// The rules of the provider the pool talks to: how its answers and GOAWAYs read, which answers retire a
+    /// connection or reject a token, what a TLS refusal means. Its `description` names the pool in log lines,
+    /// e.g. "Google OAuth connection received GOAWAY". Chosen once per pool; consulted at most once per answer.
+    public var provider: any HTTP2ProviderRules
 
     /// A PEM file of extra CA certificates trusted in addition to the system roots (for the simulator's CA).
     /// Certificate verification is always on; there is no switch to turn it off.
@@ -16,7 +19,7 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// the endpoint's host. TLS to the endpoint runs inside the tunnel, verified as without a proxy.
     public var proxy: HTTPProxyConfiguration?
 
-    /// Long-lived HTTP/2 connections kept open; APNs encourages a few for throughput.
+    /// Long-lived HTTP/2 connections kept open; a few give throughput.
     public var connectionsPerPool: Int = 2
 
     /// How long a request may wait for its response once written; then it ends with `.noResponse(.timeout)`
@@ -39,15 +42,13 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// `SETTINGS_MAX_CONCURRENT_STREAMS` still wins when it is lower.
     public var maximumStreamsPerConnectionCap: Int = 1000
 
-    /// The largest response body read; APNs error bodies are a few dozen bytes.
+    /// The largest response body read; a push error body is usually a few dozen bytes.
     public var maximumResponseBodyBytes: Int = 4096
 
-    /// Defaults throughout, connecting to APNs production.
-    public init() {}
-
-    /// Defaults throughout, connecting to `endpoint`.
-    public init(endpoint: ProviderEndpoint) {
+    /// Defaults throughout, connecting to `endpoint` with `provider`'s rules.
+    public init(endpoint: ProviderEndpoint, provider: any HTTP2ProviderRules) {
         self.endpoint = endpoint
+        self.provider = provider
     }
 }
 

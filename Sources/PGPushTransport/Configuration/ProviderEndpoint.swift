@@ -1,37 +1,19 @@
 import PGPushCore
 
-/// Where the transport connects: one of Apple's two services, or any HTTPS host (the simulator).
+/// Where the transport connects: a provider's HTTPS host (its well-known ones are under `Providers/`), or
+/// any other (the simulator).
 public struct ProviderEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// The host name or IP address to connect to.
     public var host: String
-    /// The TCP port; APNs listens on 443 and 2197.
+    /// The TCP port.
     public var port: Int
 
     /// - Parameters:
     ///   - host: A DNS name, or an IP literal (verified against the certificate's IP SAN, no SNI).
-    ///   - port: 443 by default; APNs also listens on 2197.
+    ///   - port: 443 by default.
     public init(host: String, port: Int = 443) {
         self.host = host
         self.port = port
-    }
-
-    /// `api.push.apple.com` on port 443.
-    public static let production = ProviderEndpoint(host: APNsEnvironment.production.host)
-    /// `api.sandbox.push.apple.com` on port 443.
-    public static let sandbox = ProviderEndpoint(host: APNsEnvironment.sandbox.host)
-
-    /// Apple's service for `environment`, on `port` (443 or 2197).
-    public static func apple(_ environment: APNsEnvironment, port: Int = 443) -> ProviderEndpoint {
-        ProviderEndpoint(host: environment.host, port: port)
-    }
-
-    /// Apple's channel management service for `environment`: Live Activity broadcast channels are made, read
-    /// and deleted there, on port 2195 (sandbox) or 2196 (production), not 443.
-    public static func appleChannelManagement(_ environment: APNsEnvironment) -> ProviderEndpoint {
-        switch environment {
-        case .sandbox: ProviderEndpoint(host: "api-manage-broadcast.sandbox.push.apple.com", port: 2195)
-        case .production: ProviderEndpoint(host: "api-manage-broadcast.push.apple.com", port: 2196)
-        }
     }
 
     /// Any host, for example the simulator on 127.0.0.1.
@@ -41,18 +23,18 @@ public struct ProviderEndpoint: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses a base URL such as `https://127.0.0.1:2197` or `https://localhost:8443`.
     ///
-    /// Only `https` is accepted (APNs speaks HTTP/2 over TLS only); a missing port means 443.
+    /// Only `https` is accepted (the transport speaks HTTP/2 over TLS only); a missing port means 443.
     /// IPv6 literals go in brackets: `https://[::1]:8443`.
     public init(url: String) throws {
         var rest = Substring(url.trimmingWhitespace)
         guard rest.lowercased().hasPrefix("https://") else {
-            throw PGPushError(.invalidConfiguration, "APNs endpoint must be an https:// URL", detail: url)
+            throw PGPushError(.invalidConfiguration, "Provider endpoint must be an https:// URL", detail: url)
         }
         rest = rest.dropFirst("https://".count)
         if let slash = rest.firstIndex(of: "/") {
             let path = rest[slash...]
             guard path == "/" else {
-                throw PGPushError(.invalidConfiguration, "APNs endpoint must not have a path", detail: url)
+                throw PGPushError(.invalidConfiguration, "Provider endpoint must not have a path", detail: url)
             }
             rest = rest[..<slash]
         }
@@ -60,12 +42,12 @@ public struct ProviderEndpoint: Sendable, Hashable, CustomStringConvertible {
         var portText: Substring?
         if rest.hasPrefix("[") {
             guard let close = rest.firstIndex(of: "]") else {
-                throw PGPushError(.invalidConfiguration, "APNs endpoint has an unterminated IPv6 literal", detail: url)
+                throw PGPushError(.invalidConfiguration, "Provider endpoint has an unterminated IPv6 literal", detail: url)
             }
             host = rest[rest.index(after: rest.startIndex)..<close]
             let after = rest[rest.index(after: close)...]
             if after.hasPrefix(":") { portText = after.dropFirst() } else if !after.isEmpty {
-                throw PGPushError(.invalidConfiguration, "APNs endpoint is malformed", detail: url)
+                throw PGPushError(.invalidConfiguration, "Provider endpoint is malformed", detail: url)
             }
         } else if let colon = rest.lastIndex(of: ":") {
             host = rest[..<colon]
@@ -74,12 +56,12 @@ public struct ProviderEndpoint: Sendable, Hashable, CustomStringConvertible {
             host = rest
         }
         guard !host.isEmpty else {
-            throw PGPushError(.invalidConfiguration, "APNs endpoint has no host", detail: url)
+            throw PGPushError(.invalidConfiguration, "Provider endpoint has no host", detail: url)
         }
         var port = 443
         if let portText {
             guard let parsed = Int(portText), (1...65_535).contains(parsed) else {
-                throw PGPushError(.invalidConfiguration, "APNs endpoint has an invalid port", detail: url)
+                throw PGPushError(.invalidConfiguration, "Provider endpoint has an invalid port", detail: url)
             }
             port = parsed
         }

@@ -41,6 +41,7 @@ final class HTTP2Connection: Sendable {
     static func connect(
         id: Int,
         endpoint: ProviderEndpoint,
+        rules: any HTTP2ProviderRules,
         sslContext: NIOSSLContext,
         eventLoop: any EventLoop,
         connectTimeout: Duration,
@@ -51,7 +52,8 @@ final class HTTP2Connection: Sendable {
     ) async throws -> HTTP2Connection {
         let install: @Sendable (any Channel) throws -> Void = { channel in
             try installHTTP2(
-                on: channel, endpoint: endpoint, sslContext: sslContext, requestTimeout: requestTimeout, onEvent: onEvent)
+                on: channel, endpoint: endpoint, rules: rules, sslContext: sslContext, requestTimeout: requestTimeout,
+                onEvent: onEvent)
         }
         let channel: any Channel
         if let proxy, proxy.tunnels(to: endpoint.host) {
@@ -95,6 +97,7 @@ final class HTTP2Connection: Sendable {
     private static func installHTTP2(
         on channel: any Channel,
         endpoint: ProviderEndpoint,
+        rules: any HTTP2ProviderRules,
         sslContext: NIOSSLContext,
         requestTimeout: TimeAmount,
         onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
@@ -108,7 +111,7 @@ final class HTTP2Connection: Sendable {
             HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
         ]
         // Request headers are built from values validated where they enter pgpush (hex tokens, checked topics
-        // and collapse ids), and of a response only :status and apns-id are read, leniently; re-validating
+        // and collapse ids), and of a response only :status and the provider's few headers are read, leniently; re-validating
         // every header block in both directions cost ~4 % of a request.
         connectionConfiguration.headerBlockValidation = .disabled
         let sync = channel.pipeline.syncOperations
@@ -116,7 +119,7 @@ final class HTTP2Connection: Sendable {
         // No stream multiplexer: the dispatcher speaks frames (see HTTP2StreamDispatcher).
         try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: connectionConfiguration))
         let dispatcher = HTTP2StreamDispatcher(
-            results: HTTP2DeferredResults(eventLoop: channel.eventLoop), onEvent: onEvent
+            rules: rules, results: HTTP2DeferredResults(eventLoop: channel.eventLoop), onEvent: onEvent
         )
         try sync.addHandler(dispatcher)
         let interval = HTTP2StreamDispatcher.sweepInterval(forTimeout: requestTimeout)

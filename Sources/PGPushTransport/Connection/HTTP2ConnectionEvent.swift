@@ -7,8 +7,8 @@ enum HTTP2ConnectionEvent: Sendable {
     case goAway(lastStreamID: Int, errorCode: UInt32, debugData: String?)
     case pingAck(UInt64)
     /// The channel closed; `error` describes why when it failed (TLS handshake, ALPN, reset), and
-    /// `tlsRejection` is set when that failure is one a reconnect cannot fix (see ``TLSRejection``).
-    case closed(error: String?, tlsRejection: String?)
+    /// `tlsRefusal` is set when that failure is one a reconnect cannot fix (see ``TLSRefusal``).
+    case closed(error: String?, tlsRefusal: TLSRefusal?)
 }
 
 /// How one stream ended, before the connection interprets what a missing response means.

@@ -2,9 +2,9 @@ import PGPushCore
 
 /// Why a connection stopped taking new streams.
 enum HTTP2RetireReason: Sendable, Hashable, CustomStringConvertible {
-    /// The server sent GOAWAY. `debugReason` is the JSON `reason` from its debug data, if any.
+    /// The server sent GOAWAY. `debugReason` is the reason the provider's rules read in its debug data, if any.
     case goAway(errorCode: UInt32, debugReason: String?)
-    /// A response reason that binds to the connection (`UnrelatedKeyIdInToken`, `Shutdown`, `IdleTimeout`, …).
+    /// A response reason after which the provider expects a fresh connection (its rules say which).
     case response(reason: String)
     /// A PING went unanswered.
     case pingTimeout
@@ -26,8 +26,8 @@ enum HTTP2RetireReason: Sendable, Hashable, CustomStringConvertible {
 
 /// The life of one provider HTTP/2 connection as a pure value: connecting → ready(limit, in flight) → draining → closed.
 ///
-/// It decides how many streams may be open (the live server limit, the client cap, and APNs' rule that token
-/// authentication gets one stream until a request succeeds), what a stream that ended without a response means,
+/// It decides how many streams may be open (the live server limit, the client cap, and a provider's rule that
+/// token authentication gets one stream until a request succeeds), what a stream that ended without a response means,
 /// and when to ping or close. The owner performs the returned ``Action``s; this type does no I/O.
 struct HTTP2ConnectionStateMachine: Sendable {
     /// What the owner must do after an event.
@@ -55,14 +55,14 @@ struct HTTP2ConnectionStateMachine: Sendable {
     private(set) var state: State = .connecting
     /// The server's last advertised `SETTINGS_MAX_CONCURRENT_STREAMS`; `nil` means it never set one (unlimited).
     private(set) var serverLimit: Int?
-    /// Whether a request has succeeded on this connection (APNs lifts the one-stream rule then).
+    /// Whether a request has succeeded on this connection (a one-stream start ends then).
     private(set) var hasSucceeded: Bool
     private(set) var inFlight = 0
     /// The most streams that were ever open at once, for tests and statistics.
     private(set) var peakInFlight = 0
     /// The last-stream-id of the first GOAWAY received.
     private(set) var goAwayLastStreamID: Int?
-    /// The JSON `reason` from the first GOAWAY that carried one.
+    /// The debug reason of the first GOAWAY that carried one.
     private(set) var goAwayDebugReason: String?
     private(set) var outstandingPing: UInt64?
     private var nextPingPayload: UInt64 = 1
@@ -125,14 +125,14 @@ struct HTTP2ConnectionStateMachine: Sendable {
     }
 
     /// A GOAWAY arrived. No new streams open; streams above `lastStreamID` will end unprocessed.
-    mutating func goAwayReceived(lastStreamID: Int, errorCode: UInt32, debugData: String?) -> Action {
+    /// `debugReason` is what the provider's rules read in its debug data (``HTTP2ProviderRules/goAwayReason(debugData:)``).
+    mutating func goAwayReceived(lastStreamID: Int, errorCode: UInt32, debugReason: String?) -> Action {
         goAwayLastStreamID = min(goAwayLastStreamID ?? lastStreamID, lastStreamID)
-        let reason = Self.jsonReason(in: debugData)
-        if goAwayDebugReason == nil { goAwayDebugReason = reason }
-        return retire(.goAway(errorCode: errorCode, debugReason: reason))
+        if goAwayDebugReason == nil { goAwayDebugReason = debugReason }
+        return retire(.goAway(errorCode: errorCode, debugReason: debugReason))
     }
 
-    /// Stop opening streams on this connection, for example after `UnrelatedKeyIdInToken`.
+    /// Stop opening streams on this connection, for example after an answer that retires it.
     mutating func retire(_ reason: HTTP2RetireReason) -> Action {
         switch state {
         case .connecting, .ready:
@@ -206,11 +206,5 @@ struct HTTP2ConnectionStateMachine: Sendable {
     private var isDraining: Bool {
         if case .draining = state { return true }
         return false
-    }
-
-    /// The `reason` string of an APNs JSON body such as `{"reason":"Shutdown"}`; `nil` if absent or not JSON.
-    static func jsonReason(in text: String?) -> String? {
-        guard let text, !text.isEmpty else { return nil }
-        return APNsResponseBody.parse(Array(text.utf8)).reason
     }
 }

@@ -10,8 +10,8 @@ struct HTTP2PendingStream {
     var body: [UInt8]
     var timeout: TimeAmount
     var maximumBodyBytes: Int
-    /// Keep the response body's bytes in the response (FCM's error objects, OAuth answers) instead of only
-    /// the APNs reason parsed from it.
+    /// Keep the response body's bytes in the response (error objects that say more than a reason, OAuth
+    /// answers) instead of only what the provider's rules read from it.
     var keepsBody: Bool
     var onResult: @Sendable (HTTP2StreamResult) -> Void
 }
@@ -38,9 +38,8 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
         var maximumBodyBytes: Int
         var keepsBody: Bool
         var status: Int?
-        var apnsID: UUID?
-        var retryAfter: String?
-        var channelID: String?
+        /// The response's first header block; the provider's rules read it once the answer is complete.
+        var headers = HPACKHeaders()
         /// DATA bytes of this stream not yet handed back as stream-level WINDOW_UPDATE credit.
         var unreturnedStreamCredit = 0
         var sawHeadersWithoutStatus = false
@@ -55,6 +54,8 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
     static let initialConnectionWindow = 65_535
 
     private let onEvent: @Sendable (HTTP2ConnectionEvent) -> Void
+    /// How the provider's answers read: consulted once per answer, when its stream ends.
+    let rules: any HTTP2ProviderRules
     private let results: HTTP2DeferredResults
     private var context: ChannelHandlerContext?
     private var streams: [HTTP2StreamID: OpenStream] = [:]
@@ -66,10 +67,14 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
     /// Requests waiting for send window, oldest first, with their deadlines.
     private var waitingForWindow = CircularBuffer<(pending: HTTP2PendingStream, deadline: NIODeadline)>()
     private var firstError: String?
-    private var tlsRejection: String?
+    private var tlsRefusal: TLSRefusal?
     private var closedReported = false
 
-    init(results: HTTP2DeferredResults, onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void) {
+    init(
+        rules: any HTTP2ProviderRules, results: HTTP2DeferredResults,
+        onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
+    ) {
+        self.rules = rules
         self.results = results
         self.onEvent = onEvent
         streams.reserveCapacity(1024)
@@ -240,7 +245,7 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
         // A stream-level error is followed by that stream's close; anything else ends the connection.
         if error is NIOHTTP2Errors.StreamError || error is NIOHTTP2Errors.StreamClosed { return }
         if firstError == nil { firstError = String(describing: error) }
-        if tlsRejection == nil { tlsRejection = TLSRejection.reason(for: error) }
+        if tlsRefusal == nil { tlsRefusal = TLSRefusal(error) }
         context.close(promise: nil)
     }
 
@@ -250,11 +255,11 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
         let open = streams
         streams.removeAll()
         for (streamID, stream) in open {
-            report(Self.endWithoutResponse(stream, streamID: streamID, resetCode: nil), to: stream.onResult)
+            report(endWithoutResponse(stream, streamID: streamID, resetCode: nil), to: stream.onResult)
         }
         if !closedReported {
             closedReported = true
-            onEvent(.closed(error: firstError, tlsRejection: tlsRejection))
+            onEvent(.closed(error: firstError, tlsRefusal: tlsRefusal))
         }
         context.fireChannelInactive()
     }
@@ -283,12 +288,12 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
 
     private func finishWithResponse(_ streamID: HTTP2StreamID) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
-        report(Self.response(of: stream, streamID: streamID), to: stream.onResult)
+        report(response(of: stream, streamID: streamID), to: stream.onResult)
     }
 
     private func closeStream(_ streamID: HTTP2StreamID, resetCode: UInt32?) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
-        report(Self.endWithoutResponse(stream, streamID: streamID, resetCode: resetCode), to: stream.onResult)
+        report(endWithoutResponse(stream, streamID: streamID, resetCode: resetCode), to: stream.onResult)
     }
 
     /// Returns stream-level flow-control credit for a response body that spans several DATA frames. Push

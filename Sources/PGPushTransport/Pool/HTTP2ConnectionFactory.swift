@@ -40,6 +40,7 @@ struct HTTP2TLSConnectionFactory: HTTP2ConnectionFactory {
             return try await HTTP2Connection.connect(
                 id: id,
                 endpoint: configuration.endpoint,
+                rules: configuration.provider,
                 sslContext: sslContext,
                 eventLoop: eventLoopGroup.next(),
                 connectTimeout: configuration.connectTimeout,
@@ -51,7 +52,8 @@ struct HTTP2TLSConnectionFactory: HTTP2ConnectionFactory {
         } catch {
             // A proxy's refusal is logged by its HTTPProxyStatus, once every few seconds for every pool.
             throw HTTP2ConnectFailure(
-                detail: String(describing: error), tlsRejection: TLSRejection.reason(for: error), quiet: error is HTTPProxyError)
+                detail: String(describing: error), tlsRejection: TLSRefusal(error).map(configuration.provider.tlsRefusalReason),
+                quiet: error is HTTPProxyError)
         }
     }
 }

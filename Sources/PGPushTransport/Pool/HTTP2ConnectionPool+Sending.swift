@@ -157,13 +157,14 @@ extension HTTP2ConnectionPool {
         }
     }
 
-    /// An answer that rejects the token the request carried goes back to the token's source (see
-    /// ``ProviderCredentials``): APNs' 403 ExpiredProviderToken and its kin, FCM's 401 as `UNAUTHENTICATED`.
+    /// An answer that rejects the token the request carried goes back to the token's source; which answers do
+    /// is the provider's rules' to say (``HTTP2ProviderRules/tokenRejectionReason(_:credentials:)``). A
+    /// success never rejects its token, so the rules hear of errors only.
     private func rejectedToken(
         _ stream: PreparedStream, _ outcome: ProviderOutcome
     ) -> HTTP2TokenRejection? {
-        guard case .response(let response) = outcome, let token = stream.token,
-            let reason = credentials.tokenRejectionReason(response), let source = credentials.tokenSource
+        guard case .response(let response) = outcome, let token = stream.token, !(200..<300).contains(response.status),
+            let reason = rules.tokenRejectionReason(response, credentials: credentials), let source = credentials.tokenSource
         else { return nil }
         return HTTP2TokenRejection(source: source, token: token, reason: reason)
     }
@@ -202,8 +203,10 @@ extension HTTP2ConnectionPool {
     /// Runs on the connection's event loop when a stream ends: frees the slot, interprets the end, and
     /// hands the slot on.
     private func streamFinished(_ connectionID: Int, _ result: HTTP2StreamResult) -> ProviderOutcome {
+        // Only an answer with a reason can retire its connection (the reason names the retirement), so the
+        // rules hear of those only: a success is read by the rules once, when its stream ends.
         var retires = false
-        if case .response(let response) = result { retires = response.retiresConnection }
+        if case .response(let response) = result, response.reason != nil { retires = rules.retiresConnection(response) }
         let (outcome, effects) = state.withLock { state in
             let (outcome, actions) = state.machine.streamClosed(connectionID, result: result, retiresConnection: retires)
             return (outcome, state.resolve(actions))

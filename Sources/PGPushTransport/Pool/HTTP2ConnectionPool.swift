@@ -7,9 +7,10 @@ import PGPushCore
 import ServiceLifecycle
 import Synchronization
 
-/// A pool of long-lived HTTP/2 connections to one provider for one credential: APNs, FCM, or an OAuth token
-/// endpoint. Requests are ``PushRequest``s; the pool knows connections, streams and credentials, not what
-/// an answer means.
+/// A pool of long-lived HTTP/2 connections to one provider for one credential: a push service or an OAuth
+/// token endpoint. Requests are ``PushRequest``s; the pool knows connections, streams and credentials, and
+/// asks the provider's rules (``HTTP2ClientConfiguration/provider``) what an answer, a GOAWAY or a TLS
+/// refusal means.
 ///
 /// ``run()`` keeps ``HTTP2ClientConfiguration/connectionsPerPool`` connections open and replaces dead or
 /// draining ones with backoff. ``send(_:)`` waits for a free stream slot (callers are the only queue: there
@@ -22,6 +23,8 @@ import Synchronization
 /// sleep on an injected clock, so the pool runs in tests without sockets or real time.
 public final class HTTP2ConnectionPool: Service, Sendable {
     let configuration: HTTP2ClientConfiguration
+    /// `configuration.provider`, kept apart so the event loop reads it without copying the configuration.
+    let rules: any HTTP2ProviderRules
     let credentials: ProviderCredentials
     let logger: Logger
     let authority: String
@@ -69,6 +72,7 @@ public final class HTTP2ConnectionPool: Service, Sendable {
     ) {
         self.onTimerHandled = onTimerHandled
         self.configuration = configuration
+        self.rules = configuration.provider
         self.credentials = credentials
         self.logger = logger
         self.factory = factory
@@ -77,7 +81,7 @@ public final class HTTP2ConnectionPool: Service, Sendable {
         self.requestTimeout = .nanoseconds(configuration.requestTimeout.nanosecondsInt64)
         self.state = Mutex(HTTP2PoolResources(machine: HTTP2PoolStateMachine(
             clientCap: configuration.maximumStreamsPerConnectionCap,
-            singleStreamUntilFirstSuccess: credentials.startsWithSingleStream,
+            singleStreamUntilFirstSuccess: configuration.provider.startsWithSingleStream(credentials),
             timing: timing ?? HTTP2PoolStateMachine.Timing(configuration)
         )))
         (events, eventSink) = AsyncStream.makeStream(of: HTTP2PoolRunEvent.self)
@@ -96,7 +100,8 @@ public final class HTTP2ConnectionPool: Service, Sendable {
             case .settings(let maxConcurrentStreams):
                 return machine.settingsReceived(id, maxConcurrentStreams: maxConcurrentStreams)
             case .goAway(let lastStreamID, let errorCode, let debugData):
-                let actions = machine.goAwayReceived(id, lastStreamID: lastStreamID, errorCode: errorCode, debugData: debugData)
+                let actions = machine.goAwayReceived(
+                    id, lastStreamID: lastStreamID, errorCode: errorCode, debugReason: debugData.flatMap(rules.goAwayReason))
                 logger.info(
                     "\(configuration.provider) connection received GOAWAY",
                     metadata: [
@@ -108,9 +113,10 @@ public final class HTTP2ConnectionPool: Service, Sendable {
                 return actions
             case .pingAck(let payload):
                 return machine.pingAckReceived(id, payload: payload)
-            case .closed(let error, let tlsRejection):
+            case .closed(let error, let tlsRefusal):
                 return machine.channelClosed(id, failure: HTTP2ConnectFailure(
-                    detail: error ?? "connection closed before HTTP/2 was ready", tlsRejection: tlsRejection))
+                    detail: error ?? "connection closed before HTTP/2 was ready",
+                    tlsRejection: tlsRefusal.map(rules.tlsRefusalReason)))
             }
         }
     }

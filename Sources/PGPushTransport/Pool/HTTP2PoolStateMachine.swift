@@ -196,7 +196,8 @@ struct HTTP2PoolStateMachine: Sendable {
 
     /// - Parameters:
     ///   - clientCap: The client's ceiling on concurrent streams per connection.
-    ///   - singleStreamUntilFirstSuccess: APNs token authentication: one stream per connection until a request succeeds.
+    ///   - singleStreamUntilFirstSuccess: One stream per connection until a request succeeds (the provider's rules
+    ///     say when: ``HTTP2ProviderRules/startsWithSingleStream(_:)``).
     ///   - timing: How long the pool's timers run.
     init(clientCap: Int, singleStreamUntilFirstSuccess: Bool, timing: Timing = Timing()) {
         self.clientCap = clientCap
@@ -332,16 +333,16 @@ struct HTTP2PoolStateMachine: Sendable {
     }
 
     /// A GOAWAY: the connection drains; streams above `lastStreamID` end unprocessed.
-    mutating func goAwayReceived(_ id: ConnectionID, lastStreamID: Int, errorCode: UInt32, debugData: String?) -> [Action] {
+    mutating func goAwayReceived(_ id: ConnectionID, lastStreamID: Int, errorCode: UInt32, debugReason: String?) -> [Action] {
         guard connections[id] != nil else { return [] }
         statistics.goAwaysReceived += 1
         var actions: [Action] = []
-        let action = connections[id]!.machine.goAwayReceived(lastStreamID: lastStreamID, errorCode: errorCode, debugData: debugData)
+        let action = connections[id]!.machine.goAwayReceived(lastStreamID: lastStreamID, errorCode: errorCode, debugReason: debugReason)
         afterConnectionEvent(id, action, &actions)
         return actions
     }
 
-    /// The JSON `reason` of the first GOAWAY on the connection that carried one.
+    /// The debug reason of the first GOAWAY on the connection that carried one.
     func goAwayDebugReason(_ id: ConnectionID) -> String? {
         connections[id]?.machine.goAwayDebugReason
     }

@@ -10,8 +10,8 @@ public protocol PushRequest: Sendable {
     func headers(authority: String, authorization: String?) -> HPACKHeaders
     /// The exact bytes sent as the body.
     var body: [UInt8] { get }
-    /// Whether an answer keeps its body's bytes: a provider whose errors say more than APNs' `reason`
-    /// (FCM's error object), or whose successes carry data (an OAuth token).
+    /// Whether an answer keeps its body's bytes: a provider whose errors say more than a `reason` (an error
+    /// object), or whose successes carry data (an OAuth token).
     static var keepsResponseBody: Bool { get }
 }
 

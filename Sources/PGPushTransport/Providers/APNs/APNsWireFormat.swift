@@ -62,7 +62,7 @@ extension ProviderResponse {
 
 extension ProviderResponse {
     /// Whether APNs expects a fresh connection after this answer (`UnrelatedKeyIdInToken`, `Shutdown`,
-    /// `IdleTimeout`). Other providers' answers carry no `reason`, so never retire a connection.
+    /// `IdleTimeout`); ``APNsRules`` answers with it.
     var retiresConnection: Bool {
         guard let reason else { return false }
         return APNsConnectionBoundReasons.retireConnection.contains(reason)

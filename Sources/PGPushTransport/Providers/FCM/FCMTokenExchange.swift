@@ -44,8 +44,8 @@ public struct FCMTokenExchange: Sendable {
         guard let host = uri.host, !host.isEmpty else {
             throw Failure(kind: .refused, reason: "token_uri has no host")
         }
-        var configuration = HTTP2ClientConfiguration(endpoint: ProviderEndpoint(host: host, port: uri.port ?? 443))
-        configuration.provider = "Google OAuth"
+        var configuration = HTTP2ClientConfiguration(
+            endpoint: ProviderEndpoint(host: host, port: uri.port ?? 443), provider: FCMRules(.oauth))
         configuration.additionalTrustRootsPEMFile = additionalTrustRootsPEMFile
         configuration.proxy = proxy
         configuration.connectionsPerPool = 1
