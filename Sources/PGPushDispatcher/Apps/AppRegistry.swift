@@ -69,7 +69,7 @@ public actor AppRegistry {
     /// Checks out the sender for an app, or returns `nil` when the app is unknown or its credential is
     /// unusable (the app is then paused with the reason). The caller checks it back in (``AppSender/checkIn()``)
     /// when done; a sender checked out is never closed as idle.
-    func checkOutSender(for appID: String, platform: DevicePlatform = .ios, role: SenderRole = .push) async -> AppSender? {
+    public func checkOutSender(for appID: String, platform: DevicePlatform = .ios, role: SenderRole = .push) async -> AppSender? {
         // Broadcasts share the device pushes' connections unless they are sent elsewhere.
         let role = role == .broadcasts && configuration.apnsBroadcastEndpointOverride == nil ? .push : role
         let key = SenderKey(appID: appID, platform: platform, role: role)
@@ -149,7 +149,7 @@ public actor AppRegistry {
     }
 
     /// Every pool this worker runs, for metrics.
-    public func activePools() -> [(appID: String, provider: String, pool: HTTP2ConnectionPool)] {
+    public func activePools() -> [(appID: String, provider: String, pool: any PushConnectionPool)] {
         senders.map { ($0.key.appID, $0.key.providerLabel, $0.value.pool) }
     }
 

@@ -5,7 +5,7 @@ import PGPushStore
 /// What a sender's connections are for. Pushes to devices are the traffic; an app with Live Activity channels
 /// also talks to APNs' channel management service (another host and port), and to the broadcast host when one
 /// is configured apart from the device endpoint.
-enum SenderRole: String, Hashable, Sendable {
+public enum SenderRole: String, Hashable, Sendable {
     case push
     case channels
     case broadcasts
@@ -30,7 +30,7 @@ struct SenderKey: Hashable, Sendable {
 public struct AppSender: Sendable {
     public let app: AppRecord
     public let platform: DevicePlatform
-    public let pool: HTTP2ConnectionPool
+    public let pool: any PushConnectionPool
     /// This worker's share of the app's `rate_limit`, if it has one.
     public let rateLimiter: RateLimiter?
     /// For FCM: this worker's share of the Firebase project's quota, shared with every app of the project.

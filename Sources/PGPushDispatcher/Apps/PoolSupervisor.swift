@@ -10,7 +10,7 @@ import Synchronization
 final class PoolSupervisor: Service, Sendable {
     private struct Start: Sendable {
         let name: String
-        let pool: HTTP2ConnectionPool
+        let pool: any PushConnectionPool
         let retired: AsyncStream<Void>
     }
 
@@ -26,7 +26,7 @@ final class PoolSupervisor: Service, Sendable {
     }
 
     /// Starts running `pool` under `name` (an app and provider), retiring a pool that ran under it before.
-    func start(_ pool: HTTP2ConnectionPool, name: String) {
+    func start(_ pool: any PushConnectionPool, name: String) {
         let (retired, retire) = AsyncStream.makeStream(of: Void.self)
         running.withLock { $0.updateValue(retire, forKey: name) }?.finish()
         inbox.yield(Start(name: name, pool: pool, retired: retired))

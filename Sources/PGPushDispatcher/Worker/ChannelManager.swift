@@ -10,8 +10,8 @@ import PGPushTransport
 /// maintenance leader.
 struct ChannelManager: Sendable {
     let configuration: WorkerConfiguration
-    let store: QueueStore
-    let registry: AppRegistry
+    let store: any WorkerStore
+    let registry: any AppSenders
     let metrics: WorkerMetrics
     let logger: Logger
 

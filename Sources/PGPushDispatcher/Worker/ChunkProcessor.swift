@@ -13,13 +13,15 @@ struct ChunkProcessor: Sendable {
     /// Claims after which a chunk is poison (``WorkerConfiguration/maximumClaims``).
     let maximumClaims: Int
     let retryPolicy: RetryPolicy
-    let store: QueueStore
-    let registry: AppRegistry
+    let store: any WorkerStore
+    let registry: any AppSenders
     let appHealth: AppHealth
     let metrics: WorkerMetrics
     let logger: Logger
     /// Set when a graceful shutdown starts: no new request is started, the rest is given back.
     let stopSending: StopSignal
+    /// The time of day (sent, expired, due again) and the backoff's jitter.
+    var runtime: WorkerRuntime = .system
 
     /// Sends the chunk's tokens and returns its completion. `room` is told of every token that leaves the
     /// worker's hands (answered); the caller frees the rest when this returns. A token is not sent once the
@@ -86,13 +88,13 @@ struct ChunkProcessor: Sendable {
             sender = checkedOut
         } else {
             guard let fresh = await registry.checkOutSender(for: chunk.appID, platform: chunk.platform, role: role) else {
-                return .settled(Self.givenBack(chunk, tokens: tokens))
+                return .settled(givenBack(chunk, tokens: tokens))
             }
             sender = fresh
         }
         guard !appHealth.isPaused(chunk.appID) else {
             sender.checkIn()
-            return .settled(Self.givenBack(chunk, tokens: tokens))
+            return .settled(givenBack(chunk, tokens: tokens))
         }
         guard let provider = try? ProviderRequests(chunk: chunk, sender: sender) else {
             sender.checkIn()
@@ -206,9 +208,9 @@ struct ChunkProcessor: Sendable {
 
     /// Every token goes back to the queue unsent, on the attempt it was on: the app has no sender or is paused.
     @inline(never)
-    private static func givenBack(_ chunk: ClaimedChunk, tokens: [String]) -> ChunkCompletion {
+    private func givenBack(_ chunk: ClaimedChunk, tokens: [String]) -> ChunkCompletion {
         var completion = ChunkCompletion(chunk: chunk, readTokens: tokens.count)
-        completion.requeued = [RequeuedTokens(tokens: tokens, attempt: chunk.attempt, notBefore: Date(), lastReason: chunk.lastReason)]
+        completion.requeued = [RequeuedTokens(tokens: tokens, attempt: chunk.attempt, notBefore: runtime.now(), lastReason: chunk.lastReason)]
         return completion
     }
 
@@ -216,7 +218,7 @@ struct ChunkProcessor: Sendable {
     @inline(never)
     private func notSent(_ chunk: ClaimedChunk, tokens: [String], reason: String) -> ChunkCompletion {
         var completion = ChunkCompletion(chunk: chunk, readTokens: tokens.count)
-        let now = Date()
+        let now = runtime.now()
         completion.outcomes = tokens.map { notSent($0, reason: reason, chunk: chunk, at: now) }
         return completion
     }
@@ -236,15 +238,15 @@ struct ChunkProcessor: Sendable {
     private func nextStep(for token: String, chunk: ClaimedChunk, verdicts: JobVerdicts, into tally: inout Tally) -> Step {
         if verdicts.isCancelled(chunk.jobID) { return .stop }
         if let reason = verdicts.failure(of: chunk.jobID) {
-            tally.outcomes.append(notSent(token, reason: reason, chunk: chunk, at: Date()))
+            tally.outcomes.append(notSent(token, reason: reason, chunk: chunk, at: runtime.now()))
             return .skip
         }
         if stopSending.isSet || appHealth.isPaused(chunk.appID) {
             tally.unsent.append(token)
             return .skip
         }
-        if let expiresAt = chunk.job.expiresAt, expiresAt <= Date() {
-            tally.outcomes.append(notSent(token, reason: ChunkCompletion.expiredReason, chunk: chunk, at: Date()))
+        if let expiresAt = chunk.job.expiresAt, case let now = runtime.now(), expiresAt <= now {
+            tally.outcomes.append(notSent(token, reason: ChunkCompletion.expiredReason, chunk: chunk, at: now))
             return .skip
         }
         return .send
@@ -262,6 +264,7 @@ struct ChunkProcessor: Sendable {
         let request = provider.request(for: token, apnsID: apnsID, content: content)
         let (gate, metrics, appHealth, appID, jobID) = (sender.gate, self.metrics, self.appHealth, chunk.appID, chunk.jobID)
         let started = ContinuousClock.now
+        let now = runtime.now
         answers.expectOne()
         return (request, { outcome in
             let answered = ContinuousClock.now
@@ -281,7 +284,7 @@ struct ChunkProcessor: Sendable {
             let overloaded = status == 429 || status == 503 || outcome == .noResponse(.timeout)
             gate.release(overloaded: overloaded, succeeded: status == 200, roundTrip: answered - started, now: answered)
             room.releaseOne()
-            answers.add(Answer(token: token, apnsID: apnsID, outcome: outcome, classification: classification, sentAt: Date(),
+            answers.add(Answer(token: token, apnsID: apnsID, outcome: outcome, classification: classification, sentAt: now(),
                                retryAfter: retryAfter))
         })
     }
@@ -377,7 +380,7 @@ struct ChunkProcessor: Sendable {
 
     private func finish(_ tally: Tally, chunk: ClaimedChunk, job: JobDetails, completion: ChunkCompletion) -> ChunkCompletion {
         var completion = completion
-        let now = Date()
+        let now = runtime.now()
         completion.outcomes = tally.outcomes
         completion.pruneCandidates = tally.prune
         completion.answered = tally.answered
@@ -388,7 +391,7 @@ struct ChunkProcessor: Sendable {
             completion.requeued.append(RequeuedTokens(tokens: givenBack, attempt: chunk.attempt, notBefore: now, lastReason: chunk.lastReason))
         }
         if !tally.transient.isEmpty {
-            var rng = SystemRandomNumberGenerator()
+            var rng = runtime.generator
             switch retryPolicy.decide(failedAttempt: chunk.attempt, now: now, expiresAt: job.expiresAt, rng: &rng) {
             case .retry(let backoff):
                 metrics.retries.increment(by: tally.transient.count)

@@ -19,9 +19,12 @@ import Synchronization
 /// pools, maintenance, LISTEN and the heartbeat, which renews the leases until the end.
 public final class Worker: Service, Sendable {
     public let configuration: WorkerConfiguration
-    let store: QueueStore
-    let registry: AppRegistry
-    let pools: PoolSupervisor
+    let store: any WorkerStore
+    let registry: any AppSenders
+    /// Runs the app pools the registry starts; nil with a sender source that runs no pools (a test's).
+    let pools: PoolSupervisor?
+    /// The time of day and the random numbers the chunks read.
+    let runtime: WorkerRuntime
     /// Live Activity broadcast channels: made and deleted on APNs as `push.channels` asks.
     let channels: ChannelManager
     let appHealth: AppHealth
@@ -53,21 +56,49 @@ public final class Worker: Service, Sendable {
     /// The client LISTEN uses (a direct or session-pooled URL); nil: the worker wakes by polling only.
     let listener: PostgresClient?
 
+    /// A worker on PostgreSQL: its store and its apps' pools are built on `client`.
+    ///
     /// - Parameters:
     ///   - client: every statement; may go through PgBouncer in transaction pooling.
     ///   - listener: a client for LISTEN only, on a direct or session-pooled URL, run by the caller like
     ///     `client`. Without one the worker polls every ``WorkerConfiguration/pollInterval``.
-    public init(
+    public convenience init(
         configuration: WorkerConfiguration, client: PostgresClient, listener: PostgresClient? = nil,
         metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
+        let logger = Self.logger(logger, configuration)
+        let store = QueueStore(client: client, workerID: configuration.workerID, logger: logger)
+        let pools = PoolSupervisor(logger: logger)
+        let registry = AppRegistry(configuration: configuration, store: store, pools: pools, logger: logger)
+        self.init(configuration: configuration, store: store, senders: registry, pools: pools, listener: listener,
+                  metrics: metrics, runtime: .system, logger: logger)
+    }
+
+    /// A worker on any store and sender source: PGPushDispatcherTesting's in-memory store and fake pools in a
+    /// test, which need no database and no socket.
+    ///
+    /// - Parameters:
+    ///   - store: every statement the worker runs.
+    ///   - senders: the apps' senders; their pools are run by whoever made them.
+    ///   - runtime: the time of day and the random numbers (backoff jitter) the chunks read.
+    public convenience init(
+        configuration: WorkerConfiguration, store: any WorkerStore, senders: any AppSenders,
+        metrics: WorkerMetrics = WorkerMetrics(), runtime: WorkerRuntime = .system, logger: Logger
+    ) {
+        self.init(configuration: configuration, store: store, senders: senders, pools: nil, listener: nil,
+                  metrics: metrics, runtime: runtime, logger: Self.logger(logger, configuration))
+    }
+
+    init(
+        configuration: WorkerConfiguration, store: any WorkerStore, senders: any AppSenders, pools: PoolSupervisor?,
+        listener: PostgresClient?, metrics: WorkerMetrics, runtime: WorkerRuntime, logger: Logger
+    ) {
         self.listener = listener
-        var logger = logger
-        logger[metadataKey: "worker"] = "\(configuration.workerID)"
         self.configuration = configuration
-        self.store = QueueStore(client: client, workerID: configuration.workerID, logger: logger)
-        self.pools = PoolSupervisor(logger: logger)
-        self.registry = AppRegistry(configuration: configuration, store: store, pools: pools, logger: logger)
+        self.store = store
+        self.pools = pools
+        self.registry = senders
+        self.runtime = runtime
         self.appHealth = AppHealth(threshold: configuration.pauseAfterConfigurationErrors)
         self.metrics = metrics
         self.channels = ChannelManager(configuration: configuration, store: store, registry: registry, metrics: metrics, logger: logger)
@@ -80,6 +111,13 @@ public final class Worker: Service, Sendable {
             databaseWindow: max(configuration.lease, configuration.heartbeatInterval * 3),
             loopWindow: QueueStore.deadline * 2 + configuration.pollInterval * 3, now: .now))
         (self.writes, self.writeInbox) = AsyncStream.makeStream(of: [ChunkCompletion].self)
+    }
+
+    /// The worker's logger: every line names the worker.
+    private static func logger(_ logger: Logger, _ configuration: WorkerConfiguration) -> Logger {
+        var logger = logger
+        logger[metadataKey: "worker"] = "\(configuration.workerID)"
+        return logger
     }
 
     /// True while the worker can reach the database, is not draining, and reaches the providers through its
@@ -131,8 +169,9 @@ public final class Worker: Service, Sendable {
             services.append(ListenService(worker: self, listener: listener, channel: .cancels))
         }
         services += maintenanceServices()
+        if let pools { services.append(pools) }
         services += [
-            pools, VerdictWriter(worker: self), ResultWriter(worker: self), PollTicker(worker: self),
+            VerdictWriter(worker: self), ResultWriter(worker: self), PollTicker(worker: self),
             ExpansionService(worker: self), ClaimService(worker: self),
         ]
         return services.map { .init(service: $0, successTerminationBehavior: .ignore) }

@@ -138,6 +138,25 @@ public struct AppRecord: Sendable, Hashable {
     /// The Firebase project and where its service-account file is, for an app with Android devices.
     public var fcmProjectID: String? = nil
     public var fcmServiceAccountPath: String? = nil
+
+    public init(
+        id: String, topic: String, environment: String, teamID: String? = nil, keyID: String? = nil,
+        privateKeyPath: String? = nil, certificatePath: String? = nil, certificatePasswordEnv: String? = nil,
+        rateLimit: Int? = nil, pausedReason: String? = nil, fcmProjectID: String? = nil, fcmServiceAccountPath: String? = nil
+    ) {
+        self.id = id
+        self.topic = topic
+        self.environment = environment
+        self.teamID = teamID
+        self.keyID = keyID
+        self.privateKeyPath = privateKeyPath
+        self.certificatePath = certificatePath
+        self.certificatePasswordEnv = certificatePasswordEnv
+        self.rateLimit = rateLimit
+        self.pausedReason = pausedReason
+        self.fcmProjectID = fcmProjectID
+        self.fcmServiceAccountPath = fcmServiceAccountPath
+    }
 }
 
 /// A token's final outcome, appended to `push.deliveries`.

@@ -9,6 +9,13 @@ extension QueueStore {
         public var appID: String
         public var total: Int64
         public var chunks: Int
+
+        public init(jobID: Int64, appID: String, total: Int64, chunks: Int) {
+            self.jobID = jobID
+            self.appID = appID
+            self.total = total
+            self.chunks = chunks
+        }
     }
 
     /// Queued jobs that are due, of apps that are not paused; a query to be ordered by `jobs_due`'s key and
@@ -43,6 +50,12 @@ extension QueueStore {
         public var unclaimedChunks: Int
         /// Chunks made already claimed by this process, in the order they should start.
         public var claimed: [ClaimedChunk]
+
+        public init(jobs: Int, unclaimedChunks: Int, claimed: [ClaimedChunk]) {
+            self.jobs = jobs
+            self.unclaimedChunks = unclaimedChunks
+            self.claimed = claimed
+        }
     }
 
     /// Expands up to `limit` due small jobs in one statement: explicit token lists and user audiences of at

@@ -11,6 +11,11 @@ extension QueueStore {
     public struct StaleDeviceBatch: Sendable, Hashable {
         public var removed: Int
         public var next: String?
+
+        public init(removed: Int, next: String?) {
+            self.removed = removed
+            self.next = next
+        }
     }
 
     /// One batch of a sweep for stale devices: removes up to `batchSize` devices (Live Activity update tokens

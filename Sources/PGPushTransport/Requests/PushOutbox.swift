@@ -11,14 +11,14 @@ public final class PushOutbox {
     public static let capacity = 64
 
     private var submissions: [PushSubmission] = []
-    private var pool: HTTP2ConnectionPool?
+    private var pool: (any PushBatchSink)?
 
     public init() {
         submissions.reserveCapacity(Self.capacity)
     }
 
     /// Holds a request for `pool`; the held ones are started first when the pool differs or the outbox is full.
-    public func add(_ submission: PushSubmission, to pool: HTTP2ConnectionPool) async {
+    public func add(_ submission: PushSubmission, to pool: any PushBatchSink) async {
         if let held = self.pool, held !== pool { await send() }
         self.pool = pool
         submissions.append(submission)

@@ -50,7 +50,8 @@ extension Worker {
     func chunkProcessor() -> ChunkProcessor {
         ChunkProcessor(
             maximumClaims: configuration.maximumClaims, retryPolicy: configuration.retryPolicy, store: store,
-            registry: registry, appHealth: appHealth, metrics: metrics, logger: logger, stopSending: stopSending)
+            registry: registry, appHealth: appHealth, metrics: metrics, logger: logger, stopSending: stopSending,
+            runtime: runtime)
     }
 
     /// The room a claimed chunk holds, freed in the scheduler as its answers arrive.
