@@ -259,6 +259,15 @@ let package = Package(
             ],
             path: "Tests/PGPushTestSupport"
         ),
+        .target(
+            // Fakes for testing the worker without PostgreSQL or sockets, as HummingbirdTesting ships beside
+            // Hummingbird: an in-memory WorkerStore, a fake connection pool and sender source, a test clock.
+            name: "PGPushDispatcherTesting",
+            dependencies: [
+                "PGPushCore", "PGPushStore", "PGPushTransport", "PGPushDispatcher",
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ]
+        ),
         .testTarget(
             name: "PGPushCoreTests",
             dependencies: [
@@ -338,6 +347,16 @@ let package = Package(
                 "PGPushStore", "PGPushTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            // The worker and the chunk processor in-process, on PGPushDispatcherTesting's fakes (fast tier).
+            name: "PGPushWorkerTests",
+            dependencies: [
+                "PGPushCore", "PGPushStore", "PGPushTransport", "PGPushDispatcher", "PGPushDispatcherTesting",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]
         ),
     ]
