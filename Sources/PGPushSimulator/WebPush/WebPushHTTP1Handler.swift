@@ -113,6 +113,8 @@ final class WebPushHTTP1Handler: ChannelInboundHandler {
     private func write(_ response: WebPushSimulatorResponse, version: HTTPVersion, close: Bool,
                        context: ChannelHandlerContext) {
         guard !dropped else { return }
+        // Ledgered before the flush: a client that has read the answer must find the message in the ledger.
+        server.recordWritten(response, version: .http1_1)
         let body = response.body
         var headers = HTTPHeaders()
         headers.reserveCapacity(6)
@@ -131,7 +133,6 @@ final class WebPushHTTP1Handler: ChannelInboundHandler {
         if close {
             written.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         }
-        server.recordWritten(response, version: .http1_1)
     }
 
     /// Closes the TCP connection without an answer or TLS close_notify, like a network failure.
