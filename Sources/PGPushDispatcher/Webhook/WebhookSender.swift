@@ -141,8 +141,9 @@ final class WebhookSender: Sendable {
 }
 
 extension Duration {
-    /// Whole milliseconds, for NIO's `TimeAmount`.
-    fileprivate var wholeMilliseconds: Int64 {
+    /// Whole milliseconds, for NIO's `TimeAmount` and AsyncHTTPClient's deadlines (the webhook relay's and the
+    /// Web Push client's).
+    var wholeMilliseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }

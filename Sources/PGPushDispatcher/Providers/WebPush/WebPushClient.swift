@@ -43,7 +43,7 @@ final class WebPushClient: Sendable {
                 throw PGPushError(.invalidConfiguration, "--web-push-ca-file \(caFile) could not be read as PEM certificates")
             }
         }
-        let timeout = TimeAmount.milliseconds(configuration.requestTimeout.webPushMilliseconds)
+        let timeout = TimeAmount.milliseconds(configuration.requestTimeout.wholeMilliseconds)
         var httpConfiguration = HTTPClient.Configuration(
             tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: timeout, read: timeout))
         httpConfiguration.httpVersion = .automatic
@@ -65,10 +65,9 @@ final class WebPushClient: Sendable {
         do {
             body = try WebPushEncryption.encrypt(message.plaintext, for: message.subscription)
             token = try tokens.token(for: origin, signer: signer)
-        } catch let error as WebPushError {
-            return .unsendable(error.message)
         } catch {
-            return .unsendable("\(error)")
+            // Both throw WebPushError only (typed throws), whose message carries no key material.
+            return .unsendable(error.message)
         }
         var request = HTTPClientRequest(url: message.subscription.endpoint)
         request.method = .POST
@@ -76,7 +75,7 @@ final class WebPushClient: Sendable {
         request.body = .bytes(ByteBuffer(bytes: body))
         do {
             let response = try await client.execute(
-                request, deadline: .now() + .milliseconds(configuration.requestTimeout.webPushMilliseconds), logger: logger)
+                request, deadline: .now() + .milliseconds(configuration.requestTimeout.wholeMilliseconds), logger: logger)
             var answer: [UInt8] = []
             for try await part in response.body {
                 answer += part.readableBytesView.prefix(Self.maximumAnswerBytes - answer.count)
@@ -125,13 +124,5 @@ final class WebPushClient: Sendable {
 
     private static func short(_ text: String) -> String {
         text.count <= 200 ? text : String(text.prefix(200)) + "…"
-    }
-}
-
-extension Duration {
-    /// Whole milliseconds, for NIO's `TimeAmount` and AsyncHTTPClient's deadlines.
-    fileprivate var webPushMilliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }
