@@ -44,6 +44,7 @@ let migrationFiles = [
     "0024_labels_replace_resend.sql",
     "0025_job_events.sql",
     "0026_dashboard_resend.sql",
+    "0027_web_push.sql",
 ]
 
 let package = Package(

@@ -22,6 +22,21 @@ BEGIN
 END;
 $$;
 
+-- FUNCTION app_web_push_pause_events()
+CREATE FUNCTION push.app_web_push_pause_events() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'push'
+    AS $$
+BEGIN
+    INSERT INTO push.job_events_pending (app_id, event, body, flush)
+    VALUES (NEW.id, CASE WHEN NEW.web_push_paused_reason IS NULL THEN 'app_resumed' ELSE 'app_paused' END,
+            jsonb_build_object('reason', coalesce(NEW.web_push_paused_reason, OLD.web_push_paused_reason),
+                               'provider', 'webpush'),
+            push.job_events_first());
+    RETURN NULL;
+END;
+$$;
+
 -- FUNCTION apps_resumed()
 CREATE FUNCTION push.apps_resumed() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
@@ -41,6 +56,22 @@ CREATE FUNCTION push.badge_sentinel() RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog'
     AS $$ SELECT '-2147483649'::jsonb $$;
+
+-- FUNCTION base64url_decode(text)
+CREATE FUNCTION push.base64url_decode(value text) RETURNS bytea
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+    SELECT CASE WHEN value ~ '^[A-Za-z0-9_-]*={0,2}$' AND length(rtrim(value, '=')) % 4 <> 1
+                THEN decode(rpad(translate(rtrim(value, '='), '-_', '+/'),
+                                 ((length(rtrim(value, '=')) + 3) / 4) * 4, '='), 'base64') END
+$_$;
+
+-- FUNCTION base64url_encode(bytea)
+CREATE FUNCTION push.base64url_encode(value bytea) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog'
+    AS $$ SELECT rtrim(translate(replace(encode(value, 'base64'), E'\n', ''), '+/', '-_'), '=') $$;
 
 -- FUNCTION cancel(bigint)
 CREATE FUNCTION push.cancel(job_id bigint) RETURNS boolean
@@ -67,13 +98,15 @@ BEGIN
         RETURNING c.estimated_tokens, c.platform
     ), counted AS (
         SELECT coalesce(sum(estimated_tokens), 0)::int8 AS tokens,
-               coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
+               coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android,
+               coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'web'), 0)::int8 AS web
           FROM dropped
     )
     UPDATE push.jobs j
        SET total = coalesce(j.total, 0) - counted.tokens,
            -- NULL stays NULL: a job expanded before 0011 has no per-platform figures.
            android_total = CASE WHEN j.total IS NULL THEN 0 ELSE j.android_total - counted.android END,
+           web_total = CASE WHEN j.total IS NULL THEN 0 ELSE j.web_total - counted.web END,
            cancelled_tokens = j.cancelled_tokens + counted.tokens
       FROM counted
      WHERE j.id = cancel.job_id;
@@ -255,8 +288,8 @@ BEGIN
 END;
 $_$;
 
--- FUNCTION enqueue(text, jsonb, text, integer, text[], text[], text[], timestamp with time zone, timestamp with time zone, text, text, integer, jsonb, text[], text, text, jsonb, text, jsonb, text)
-CREATE FUNCTION push.enqueue(app_id text, payload jsonb DEFAULT NULL::jsonb, push_type text DEFAULT NULL::text, apns_priority integer DEFAULT NULL::integer, tokens text[] DEFAULT NULL::text[], user_ids text[] DEFAULT NULL::text[], tags text[] DEFAULT NULL::text[], send_at timestamp with time zone DEFAULT now(), expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_id text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority integer DEFAULT 0, fcm jsonb DEFAULT NULL::jsonb, activity_ids text[] DEFAULT NULL::text[], activity_type text DEFAULT NULL::text, channel text DEFAULT NULL::text, localized jsonb DEFAULT NULL::jsonb, badge text DEFAULT NULL::text, labels jsonb DEFAULT NULL::jsonb, replace_key text DEFAULT NULL::text) RETURNS bigint
+-- FUNCTION enqueue(text, jsonb, text, integer, text[], text[], text[], timestamp with time zone, timestamp with time zone, text, text, integer, jsonb, text[], text, text, jsonb, text, jsonb, text, jsonb, text)
+CREATE FUNCTION push.enqueue(app_id text, payload jsonb DEFAULT NULL::jsonb, push_type text DEFAULT NULL::text, apns_priority integer DEFAULT NULL::integer, tokens text[] DEFAULT NULL::text[], user_ids text[] DEFAULT NULL::text[], tags text[] DEFAULT NULL::text[], send_at timestamp with time zone DEFAULT now(), expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_id text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority integer DEFAULT 0, fcm jsonb DEFAULT NULL::jsonb, activity_ids text[] DEFAULT NULL::text[], activity_type text DEFAULT NULL::text, channel text DEFAULT NULL::text, localized jsonb DEFAULT NULL::jsonb, badge text DEFAULT NULL::text, labels jsonb DEFAULT NULL::jsonb, replace_key text DEFAULT NULL::text, web jsonb DEFAULT NULL::jsonb, web_urgency text DEFAULT NULL::text) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'push'
     AS $$
@@ -271,11 +304,12 @@ BEGIN
     IF enqueue.idempotency_key IS NULL THEN
         INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
                                     expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
-                                    channel, localized, badge, labels, replace_key)
+                                    channel, localized, badge, labels, replace_key, web, web_urgency)
         VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
                 enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
                 enqueue.idempotency_key, enqueue.priority, enqueue.fcm, enqueue.activity_ids, enqueue.activity_type,
-                enqueue.channel, enqueue.localized, enqueue.badge, enqueue.labels, enqueue.replace_key)
+                enqueue.channel, enqueue.localized, enqueue.badge, enqueue.labels, enqueue.replace_key, enqueue.web,
+                enqueue.web_urgency)
         RETURNING j.id INTO job_id;
         RETURN job_id;
     END IF;
@@ -283,11 +317,12 @@ BEGIN
     -- An idempotent retry inserts nothing, so it replaces nothing (jobs_replace_pending fires on an insert).
     INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
                                 expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
-                                channel, localized, badge, labels, replace_key)
+                                channel, localized, badge, labels, replace_key, web, web_urgency)
     VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
             enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
             enqueue.idempotency_key, enqueue.priority, enqueue.fcm, enqueue.activity_ids, enqueue.activity_type,
-            enqueue.channel, enqueue.localized, enqueue.badge, enqueue.labels, enqueue.replace_key)
+            enqueue.channel, enqueue.localized, enqueue.badge, enqueue.labels, enqueue.replace_key, enqueue.web,
+                enqueue.web_urgency)
     ON CONFLICT (app_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING j.id INTO job_id;
 
@@ -435,7 +470,8 @@ BEGIN
                                    'removed_before_send', j.removed_before_send, 'added_before_send', j.added_before_send,
                                    'answered', j.answered, 'bad_device_tokens', j.bad_device_tokens,
                                    'android_total', j.android_total, 'android_delivered', j.android_delivered,
-                                   'android_failed', j.android_failed)
+                                   'android_failed', j.android_failed, 'web_total', j.web_total,
+                                   'web_delivered', j.web_delivered, 'web_failed', j.web_failed)
                                || CASE WHEN j.failure_reason IS NOT NULL
                                        THEN jsonb_build_object('failure_reason', j.failure_reason) ELSE '{}' END
                                || CASE WHEN m.event = 'job_cancelled' AND j.replaced_by IS NOT NULL
@@ -508,6 +544,32 @@ BEGIN
       JOIN pg_roles c ON c.rolname = push.session_role()
      WHERE NOT c.rolsuper AND pg_has_role(c.oid, gr.oid, 'MEMBER');
     RETURN apps;
+END;
+$$;
+
+-- FUNCTION is_p256_point(bytea)
+CREATE FUNCTION push.is_p256_point(point bytea) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog'
+    AS $$
+DECLARE
+    -- 2^256 − 2^224 + 2^192 + 2^96 − 1 and the curve's b (SEC 2 §2.4.2).
+    p numeric := 115792089210356248762697446949407573530086143415290314195533631308867097853951;
+    b numeric := 41058363725152142129326129780047268409114441015993725554835256314039467401291;
+    x numeric := 0;
+    y numeric := 0;
+BEGIN
+    IF point IS NULL OR length(point) <> 65 OR get_byte(point, 0) <> 4 THEN
+        RETURN false;
+    END IF;
+    FOR i IN 1..32 LOOP
+        x := x * 256 + get_byte(point, i);
+        y := y * 256 + get_byte(point, i + 32);
+    END LOOP;
+    IF x >= p OR y >= p THEN
+        RETURN false;
+    END IF;
+    RETURN mod(y * y - (x * x * x - 3 * x + b), p) = 0;
 END;
 $$;
 
@@ -710,8 +772,8 @@ BEGIN
 END;
 $_$;
 
--- FUNCTION register_device(text, text, text, text[], text, text, text, text, text, text)
-CREATE FUNCTION push.register_device(app_id text, token text, user_id text DEFAULT NULL::text, tags text[] DEFAULT '{}'::text[], replaces text DEFAULT NULL::text, platform text DEFAULT 'ios'::text, token_kind text DEFAULT 'device'::text, activity_id text DEFAULT NULL::text, activity_type text DEFAULT NULL::text, locale text DEFAULT NULL::text) RETURNS void
+-- FUNCTION register_device(text, text, text, text[], text, text, text, text, text, text, jsonb)
+CREATE FUNCTION push.register_device(app_id text, token text DEFAULT NULL::text, user_id text DEFAULT NULL::text, tags text[] DEFAULT '{}'::text[], replaces text DEFAULT NULL::text, platform text DEFAULT 'ios'::text, token_kind text DEFAULT 'device'::text, activity_id text DEFAULT NULL::text, activity_type text DEFAULT NULL::text, locale text DEFAULT NULL::text, subscription jsonb DEFAULT NULL::jsonb) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'push'
     AS $_$
@@ -722,15 +784,23 @@ DECLARE
     rotated_at  timestamptz;
     rotated_locale text;
     language    text;
+    endpoint    text;
+    p256dh      bytea;
+    auth        bytea;
+    web_url     text := '^https://[^/?#@[:space:]]+([/?#][^[:space:]]*)?$';
 BEGIN
     PERFORM push.check_app_granted(register_device.app_id);
     IF NOT EXISTS (SELECT 1 FROM push.apps a WHERE a.id = register_device.app_id) THEN
         RAISE EXCEPTION 'unknown app_id: %', register_device.app_id
             USING ERRCODE = 'foreign_key_violation', COLUMN = 'app_id';
     END IF;
-    IF register_device.platform IS NULL OR register_device.platform NOT IN ('ios', 'android') THEN
-        RAISE EXCEPTION 'platform must be ''ios'' or ''android'''
+    IF register_device.platform IS NULL OR register_device.platform NOT IN ('ios', 'android', 'web') THEN
+        RAISE EXCEPTION 'platform must be ''ios'', ''android'' or ''web'''
             USING ERRCODE = 'check_violation', COLUMN = 'platform';
+    END IF;
+    IF register_device.subscription IS NOT NULL AND register_device.platform <> 'web' THEN
+        RAISE EXCEPTION 'subscription is a Web Push subscription: platform must be ''web'''
+            USING ERRCODE = 'check_violation', COLUMN = 'subscription';
     END IF;
     IF register_device.token_kind IS NULL OR register_device.token_kind NOT IN ('device', 'activity', 'activity_start') THEN
         RAISE EXCEPTION 'token_kind must be ''device'', ''activity'' (a Live Activity''s update token) or ''activity_start'' (a push-to-start token)'
@@ -773,6 +843,66 @@ BEGIN
             RAISE EXCEPTION 'replaces is not a valid device token: %', rule USING ERRCODE = 'check_violation', COLUMN = 'replaces';
         END IF;
         normalized := lower(register_device.token);
+    ELSIF register_device.platform = 'web' THEN
+        -- The object a browser's PushSubscription.toJSON() returns, as is: {"endpoint", "expirationTime", "keys":
+        -- {"p256dh", "auth"}}. The endpoint is the device's token.
+        IF NOT EXISTS (SELECT 1 FROM push.apps a WHERE a.id = register_device.app_id AND a.vapid_public_key IS NOT NULL) THEN
+            RAISE EXCEPTION 'app % has no Web Push configured: set its vapid_private_key_path, vapid_public_key and vapid_subject first',
+                register_device.app_id
+                USING ERRCODE = 'check_violation', COLUMN = 'app_id';
+        END IF;
+        IF register_device.subscription IS NULL THEN
+            RAISE EXCEPTION 'subscription is required for platform ''web'': the JSON of the browser''s PushSubscription (subscription.toJSON())'
+                USING ERRCODE = 'not_null_violation', COLUMN = 'subscription';
+        END IF;
+        IF jsonb_typeof(register_device.subscription) <> 'object' THEN
+            RAISE EXCEPTION 'subscription must be a JSON object: the browser''s subscription.toJSON()'
+                USING ERRCODE = 'check_violation', COLUMN = 'subscription';
+        END IF;
+        endpoint := CASE WHEN jsonb_typeof(register_device.subscription -> 'endpoint') = 'string'
+                         THEN register_device.subscription ->> 'endpoint' END;
+        IF endpoint IS NULL THEN
+            RAISE EXCEPTION 'subscription.endpoint is required: the push service URL of the subscription'
+                USING ERRCODE = 'check_violation', COLUMN = 'subscription';
+        END IF;
+        IF length(endpoint) > 2048 THEN
+            RAISE EXCEPTION 'subscription.endpoint is % characters long: an endpoint is at most 2048', length(endpoint)
+                USING ERRCODE = 'check_violation', COLUMN = 'subscription';
+        END IF;
+        IF substring(endpoint FROM '^https://([^/?#]*)') LIKE '%@%' THEN
+            RAISE EXCEPTION 'subscription.endpoint has user info (user@host): a push service URL has none'
+                USING ERRCODE = 'check_violation', COLUMN = 'subscription';
+        END IF;
+        IF endpoint !~ web_url THEN
+            RAISE EXCEPTION 'subscription.endpoint is not an https URL'
+                USING ERRCODE = 'check_violation', COLUMN = 'subscription';
+        END IF;
+        IF jsonb_typeof(register_device.subscription -> 'keys') IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION 'subscription.keys is required: an object with p256dh and auth'
+                USING ERRCODE = 'check_violation', COLUMN = 'subscription';
+        END IF;
+        p256dh := CASE WHEN jsonb_typeof(register_device.subscription -> 'keys' -> 'p256dh') = 'string'
+                       THEN push.base64url_decode(register_device.subscription -> 'keys' ->> 'p256dh') END;
+        IF NOT coalesce(push.is_p256_point(p256dh), false) THEN
+            RAISE EXCEPTION 'subscription.keys.p256dh is not a base64url uncompressed P-256 public key (65 bytes starting 0x04, on the curve)'
+                USING ERRCODE = 'check_violation', COLUMN = 'subscription';
+        END IF;
+        auth := CASE WHEN jsonb_typeof(register_device.subscription -> 'keys' -> 'auth') = 'string'
+                     THEN push.base64url_decode(register_device.subscription -> 'keys' ->> 'auth') END;
+        IF auth IS NULL OR length(auth) <> 16 THEN
+            RAISE EXCEPTION 'subscription.keys.auth is not 16 bytes of base64url: the subscription''s authentication secret'
+                USING ERRCODE = 'check_violation', COLUMN = 'subscription';
+        END IF;
+        IF register_device.token IS NOT NULL AND register_device.token <> endpoint THEN
+            RAISE EXCEPTION 'token must equal subscription.endpoint for platform ''web'' (or be left out)'
+                USING ERRCODE = 'check_violation', COLUMN = 'token';
+        END IF;
+        IF register_device.replaces IS NOT NULL
+           AND NOT (length(register_device.replaces) <= 2048 AND register_device.replaces ~ web_url) THEN
+            RAISE EXCEPTION 'replaces is not a Web Push endpoint: give the old subscription''s https endpoint URL'
+                USING ERRCODE = 'check_violation', COLUMN = 'replaces';
+        END IF;
+        normalized := endpoint;
     ELSE
         rule := 'an FCM registration token is 16 to 1024 of A-Z, a-z, 0-9, ''_'', ''-'' and '':''';
         IF register_device.token IS NULL
@@ -816,17 +946,17 @@ BEGIN
     END IF;
 
     INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform, token_kind, activity_id, activity_type,
-                                   locale)
+                                   locale, web_p256dh, web_auth)
     VALUES (register_device.app_id, normalized, register_device.user_id, register_device.tags, clock_timestamp(),
             register_device.platform, register_device.token_kind, register_device.activity_id, register_device.activity_type,
             -- A rotated activity token is the same activity: it keeps its locale unless one is given.
-            coalesce(language, rotated_locale))
+            coalesce(language, rotated_locale), push.base64url_encode(p256dh), push.base64url_encode(auth))
     ON CONFLICT ON CONSTRAINT devices_pkey DO UPDATE
        SET user_id = EXCLUDED.user_id, tags = EXCLUDED.tags, registered_at = EXCLUDED.registered_at,
            -- A registration without a locale keeps the one the device has; the badge counter is always kept.
            locale = coalesce(EXCLUDED.locale, d.locale),
            platform = EXCLUDED.platform, token_kind = EXCLUDED.token_kind, activity_id = EXCLUDED.activity_id,
-           activity_type = EXCLUDED.activity_type,
+           activity_type = EXCLUDED.activity_type, web_p256dh = EXCLUDED.web_p256dh, web_auth = EXCLUDED.web_auth,
            -- A token moved to the other platform or kind is a new device there: a running broadcast that
            -- already sent it as the old one must not send it again as the new one.
            created_at = CASE WHEN d.platform = EXCLUDED.platform AND d.token_kind = EXCLUDED.token_kind
@@ -1056,8 +1186,8 @@ CREATE FUNCTION push.token_in_audience(app_id text, token text, audience_kind te
            ELSE true END
 $$;
 
--- FUNCTION token_platform(text, boolean, boolean)
-CREATE FUNCTION push.token_platform(token text, has_apns boolean, has_fcm boolean) RETURNS text
+-- FUNCTION token_platform(text, boolean, boolean, boolean)
+CREATE FUNCTION push.token_platform(token text, has_apns boolean, has_fcm boolean, has_web boolean) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $_$
     SELECT CASE WHEN has_apns AND pg_catalog.length(token) OPERATOR(pg_catalog.>=) 64
@@ -1065,8 +1195,40 @@ CREATE FUNCTION push.token_platform(token text, has_apns boolean, has_fcm boolea
                      AND token OPERATOR(pg_catalog.~) '^[0-9A-Fa-f]+$' THEN 'ios'
                 WHEN has_fcm AND pg_catalog.length(token) OPERATOR(pg_catalog.>=) 16
                      AND pg_catalog.length(token) OPERATOR(pg_catalog.<=) 1024
-                     AND token OPERATOR(pg_catalog.~) '^[A-Za-z0-9_:-]+$' THEN 'android' END
+                     AND token OPERATOR(pg_catalog.~) '^[A-Za-z0-9_:-]+$' THEN 'android'
+                WHEN has_web AND pg_catalog.length(token) OPERATOR(pg_catalog.<=) 2048
+                     AND token OPERATOR(pg_catalog.~) '^https://[^/?#@[:space:]]+([/?#][^[:space:]]*)?$' THEN 'web' END
 $_$;
+
+-- FUNCTION validate_app_web_push()
+CREATE FUNCTION push.validate_app_web_push() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'push'
+    AS $$
+DECLARE
+    problem text;
+    key     bytea;
+BEGIN
+    IF NEW.vapid_subject IS NOT NULL THEN
+        problem := push.vapid_subject_problem(NEW.vapid_subject);
+        IF problem IS NOT NULL THEN
+            RAISE EXCEPTION 'vapid_subject % is refused: Apple''s push service rejects such a subject with 403 BadJwtToken because %',
+                quote_literal(left(NEW.vapid_subject, 80)), problem
+                USING ERRCODE = 'check_violation', COLUMN = 'vapid_subject';
+        END IF;
+    END IF;
+    IF NEW.vapid_public_key IS NOT NULL THEN
+        key := push.base64url_decode(NEW.vapid_public_key);
+        IF NOT coalesce(push.is_p256_point(key), false) THEN
+            RAISE EXCEPTION 'vapid_public_key is not a base64url uncompressed P-256 public key (65 bytes starting 0x04, on the curve)'
+                USING ERRCODE = 'check_violation', COLUMN = 'vapid_public_key';
+        END IF;
+        -- One spelling, the one browsers take as applicationServerKey.
+        NEW.vapid_public_key := push.base64url_encode(key);
+    END IF;
+    RETURN NEW;
+END;
+$$;
 
 -- FUNCTION validate_fcm_data(jsonb, text)
 CREATE FUNCTION push.validate_fcm_data(data jsonb, field text) RETURNS void
@@ -1205,6 +1367,8 @@ DECLARE
     app            push.apps%ROWTYPE;
     has_apns       boolean;
     has_fcm        boolean;
+    has_web        boolean;
+    web_bytes      integer;
     limit_bytes    integer;
     payload_bytes  integer;
     bad_token      text;
@@ -1227,11 +1391,12 @@ BEGIN
     -- and any condition that comes out NULL, takes the full path, which raises the same errors in the same
     -- order. Reading the app first changes nothing: on this path no error follows. A check added below must be
     -- added here too: EnqueueFastPathTests compares both paths.
-    SELECT a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL, a.fcm_project_id IS NOT NULL
-      INTO has_apns, has_fcm
+    SELECT a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL, a.fcm_project_id IS NOT NULL,
+           a.vapid_private_key_path IS NOT NULL
+      INTO has_apns, has_fcm, has_web
       FROM push.apps a
      WHERE a.id = NEW.app_id AND NOT EXISTS (SELECT 1 FROM push.app_grants);
-    IF has_apns AND NOT has_fcm
+    IF has_apns AND NOT has_fcm AND NOT has_web AND NEW.web IS NULL AND NEW.web_urgency IS NULL
        AND NEW.failure_reason IS NULL AND NEW.channel_id IS NULL AND NEW.audience_kind = 'device'
        AND NEW.fcm IS NULL AND NEW.channel IS NULL AND NEW.activity_ids IS NULL AND NEW.activity_type IS NULL
        AND (NEW.idempotency_key IS NULL OR octet_length(NEW.idempotency_key) <= 255)
@@ -1247,12 +1412,13 @@ BEGIN
        AND (NEW.tokens IS NOT NULL)::int + (NEW.user_ids IS NOT NULL)::int + (NEW.tags IS NOT NULL)::int <= 1
        AND (NEW.tokens IS NULL
             OR (cardinality(NEW.tokens) = 1 AND array_ndims(NEW.tokens) = 1
-                AND push.token_platform(NEW.tokens[array_lower(NEW.tokens, 1)], true, false) IS NOT NULL))
+                AND push.token_platform(NEW.tokens[array_lower(NEW.tokens, 1)], true, false, false) IS NOT NULL))
        AND (NEW.user_ids IS NULL OR (cardinality(NEW.user_ids) > 0 AND array_position(NEW.user_ids, NULL) IS NULL))
        AND (NEW.tags IS NULL OR (cardinality(NEW.tags) > 0 AND array_position(NEW.tags, NULL) IS NULL))
        AND NEW.priority IS NOT NULL
        AND NEW.state = 'queued' AND NEW.total IS NULL AND NEW.delivered = 0 AND NEW.failed = 0
        AND NEW.expired = 0 AND NEW.pruned = 0 AND NEW.answered = 0 AND NEW.bad_device_tokens = 0
+       AND NEW.web_total = 0 AND NEW.web_delivered = 0 AND NEW.web_failed = 0
        AND NOT NEW.prune_suppressed AND NEW.created_at = now() AND NEW.started_at IS NULL
        AND NEW.first_sent_at IS NULL AND NEW.finished_at IS NULL
     THEN
@@ -1286,6 +1452,7 @@ BEGIN
     END IF;
     has_apns := app.private_key_path IS NOT NULL OR app.certificate_path IS NOT NULL;
     has_fcm := app.fcm_project_id IS NOT NULL;
+    has_web := app.vapid_private_key_path IS NOT NULL;
 
     IF NEW.payload IS NULL AND NOT has_apns THEN
         NEW.payload := '{}';
@@ -1332,8 +1499,13 @@ BEGIN
             RAISE EXCEPTION 'fcm is given, but Live Activities are iOS only'
                 USING ERRCODE = 'check_violation', COLUMN = 'fcm';
         END IF;
-        -- No Android message: an Android device is never in a Live Activity's audience.
+        IF NEW.web IS NOT NULL OR NEW.web_urgency IS NOT NULL THEN
+            RAISE EXCEPTION '% is given, but Live Activities are iOS only', CASE WHEN NEW.web IS NOT NULL THEN 'web' ELSE 'web_urgency' END
+                USING ERRCODE = 'check_violation', COLUMN = CASE WHEN NEW.web IS NOT NULL THEN 'web' ELSE 'web_urgency' END;
+        END IF;
+        -- No Android or web message: only iOS devices have Live Activities.
         has_fcm := false;
+        has_web := false;
         aps := NEW.payload -> 'aps';
         IF jsonb_typeof(aps -> 'timestamp') IS DISTINCT FROM 'number' OR (aps ->> 'timestamp')::numeric <= 0
            OR (aps ->> 'timestamp')::numeric <> trunc((aps ->> 'timestamp')::numeric) THEN
@@ -1462,6 +1634,26 @@ BEGIN
         NEW.fcm := push.validate_fcm_message(NEW.fcm);
     END IF;
 
+    IF (NEW.web IS NOT NULL OR NEW.web_urgency IS NOT NULL) AND NOT has_web AND NOT live THEN
+        RAISE EXCEPTION '% is given, but app % has no Web Push configured (vapid_private_key_path, vapid_public_key, vapid_subject)',
+            CASE WHEN NEW.web IS NOT NULL THEN 'web' ELSE 'web_urgency' END, NEW.app_id
+            USING ERRCODE = 'check_violation', COLUMN = CASE WHEN NEW.web IS NOT NULL THEN 'web' ELSE 'web_urgency' END;
+    END IF;
+    IF has_web THEN
+        IF NEW.web_urgency IS NOT NULL AND NEW.web_urgency NOT IN ('very-low', 'low', 'normal', 'high') THEN
+            RAISE EXCEPTION 'web_urgency % is not valid: Web Push takes ''very-low'', ''low'', ''normal'' or ''high''',
+                quote_literal(NEW.web_urgency)
+                USING ERRCODE = 'check_violation', COLUMN = 'web_urgency';
+        END IF;
+        -- What an alert is to APNs, a high urgency is to a push service: delivered now, even to a device saving
+        -- its battery. Derived as FCM's priority is.
+        NEW.web_urgency := coalesce(NEW.web_urgency, CASE WHEN NEW.apns_priority = 10 THEN 'high' ELSE 'normal' END);
+        NEW.web := push.validate_web_message(coalesce(NEW.web, push.web_from_apns(NEW.payload)));
+    ELSE
+        NEW.web := NULL;
+        NEW.web_urgency := NULL;
+    END IF;
+
     NEW.send_at := coalesce(NEW.send_at, now());
     IF NEW.expires_at IS NOT NULL AND NEW.expires_at <= now() THEN
         RAISE EXCEPTION 'expires_at % is already in the past', NEW.expires_at
@@ -1491,21 +1683,20 @@ BEGIN
             -- One token, the transactional job: its platform by the same rule, without a statement to unnest,
             -- check, deduplicate and sort a list of one.
             one_token := NEW.tokens[array_lower(NEW.tokens, 1)];
-            one_platform := push.token_platform(one_token, has_apns, has_fcm);
+            one_platform := push.token_platform(one_token, has_apns, has_fcm, has_web);
             invalid := one_platform IS NULL;
             bad_token := one_token;
         ELSE
-            SELECT t INTO bad_token FROM unnest(NEW.tokens) AS t WHERE push.token_platform(t, has_apns, has_fcm) IS NULL LIMIT 1;
+            SELECT t INTO bad_token FROM unnest(NEW.tokens) AS t WHERE push.token_platform(t, has_apns, has_fcm, has_web) IS NULL LIMIT 1;
             invalid := FOUND;
         END IF;
         IF invalid THEN
             RAISE EXCEPTION 'tokens contains an invalid device token %: %',
                 coalesce(quote_literal(left(bad_token, 12) || CASE WHEN length(bad_token) > 12 THEN '…' ELSE '' END), 'NULL'),
-                CASE WHEN has_apns AND has_fcm
-                     THEN 'an APNs token is 64 to 200 hex characters, an FCM registration token 16 to 1024 of A-Z, a-z, 0-9, ''_'', ''-'' and '':'''
-                     WHEN has_fcm
-                     THEN 'an FCM registration token is 16 to 1024 of A-Z, a-z, 0-9, ''_'', ''-'' and '':'''
-                     ELSE 'a token is 64 to 200 hex characters' END
+                concat_ws(', ',
+                    CASE WHEN has_apns THEN 'an APNs token is 64 to 200 hex characters' END,
+                    CASE WHEN has_fcm THEN 'an FCM registration token is 16 to 1024 of A-Z, a-z, 0-9, ''_'', ''-'' and '':''' END,
+                    CASE WHEN has_web THEN 'a Web Push subscription is its https endpoint URL' END)
                 USING ERRCODE = 'check_violation', COLUMN = 'tokens';
         END IF;
         -- Normalised once here so a chunk's index range means the same thing to every worker. FCM tokens are
@@ -1513,7 +1704,7 @@ BEGIN
         IF one_platform IS NOT NULL THEN
             NEW.tokens := ARRAY[CASE WHEN one_platform = 'ios' THEN lower(one_token) ELSE one_token END];
         ELSE
-            NEW.tokens := ARRAY(SELECT DISTINCT CASE WHEN push.token_platform(t, has_apns, has_fcm) = 'ios' THEN lower(t) ELSE t END
+            NEW.tokens := ARRAY(SELECT DISTINCT CASE WHEN push.token_platform(t, has_apns, has_fcm, has_web) = 'ios' THEN lower(t) ELSE t END
                                   FROM unnest(NEW.tokens) AS t ORDER BY 1);
         END IF;
     END IF;
@@ -1532,6 +1723,7 @@ BEGIN
     NEW.total := NULL;
     NEW.delivered := 0; NEW.failed := 0; NEW.expired := 0; NEW.pruned := 0;
     NEW.answered := 0; NEW.bad_device_tokens := 0; NEW.prune_suppressed := false;
+    NEW.web_total := 0; NEW.web_delivered := 0; NEW.web_failed := 0;
     NEW.created_at := now();
     NEW.started_at := NULL; NEW.first_sent_at := NULL; NEW.finished_at := NULL;
     RETURN NEW;
@@ -1758,4 +1950,133 @@ BEGIN
     NEW.replaced_by := NULL;
     RETURN NEW;
 END;
+$$;
+
+-- FUNCTION validate_web_message(jsonb)
+CREATE FUNCTION push.validate_web_message(message jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+DECLARE
+    notification jsonb;
+    bytes        integer;
+BEGIN
+    IF jsonb_typeof(message) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'web must be a JSON object: the message the site''s service worker receives'
+            USING ERRCODE = 'check_violation', COLUMN = 'web';
+    END IF;
+    bytes := octet_length(message::text);
+    IF bytes > 3993 THEN
+        RAISE EXCEPTION 'web is % bytes, over Web Push''s 3993-byte limit for an encrypted message', bytes
+            USING ERRCODE = 'check_violation', COLUMN = 'web';
+    END IF;
+    IF message ? 'web_push' THEN
+        IF message -> 'web_push' IS DISTINCT FROM '8030'::jsonb THEN
+            RAISE EXCEPTION 'web.web_push must be 8030 (Declarative Web Push)'
+                USING ERRCODE = 'check_violation', COLUMN = 'web';
+        END IF;
+        notification := message -> 'notification';
+        IF jsonb_typeof(notification) IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION 'web.notification is required for Declarative Web Push ("web_push": 8030): an object with title and navigate'
+                USING ERRCODE = 'check_violation', COLUMN = 'web';
+        END IF;
+        IF jsonb_typeof(notification -> 'title') IS DISTINCT FROM 'string' OR notification ->> 'title' = '' THEN
+            RAISE EXCEPTION 'web.notification.title is required for Declarative Web Push: a non-empty string'
+                USING ERRCODE = 'check_violation', COLUMN = 'web';
+        END IF;
+        IF jsonb_typeof(notification -> 'navigate') IS DISTINCT FROM 'string'
+           OR notification ->> 'navigate' !~ '^https://[^/?#@[:space:]]+([/?#][^[:space:]]*)?$' THEN
+            RAISE EXCEPTION 'web.notification.navigate is required for Declarative Web Push: an https URL the notification opens'
+                USING ERRCODE = 'check_violation', COLUMN = 'web';
+        END IF;
+        IF notification ? 'body' AND jsonb_typeof(notification -> 'body') <> 'string' THEN
+            RAISE EXCEPTION 'web.notification.body must be a string' USING ERRCODE = 'check_violation', COLUMN = 'web';
+        END IF;
+    END IF;
+    RETURN message;
+END;
+$_$;
+
+-- FUNCTION vapid_subject_problem(text)
+CREATE FUNCTION push.vapid_subject_problem(subject text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $_$
+DECLARE
+    host   text;
+    what   text;
+    labels text[];
+BEGIN
+    IF subject IS NULL OR subject = '' THEN
+        RETURN 'it is empty: use a mailto: address or an https: URL of whoever operates the sender';
+    END IF;
+    IF subject ~ '\s' THEN
+        RETURN 'it has whitespace in it; write it as mailto:ops@example.com';
+    END IF;
+    IF subject ~ '[<>]' THEN
+        RETURN 'it has angle brackets; write it as mailto:ops@example.com';
+    END IF;
+    IF subject !~ '^[!-~]+$' THEN
+        RETURN 'it has control or non-ASCII characters; write an internationalised domain in its xn-- form';
+    END IF;
+    IF subject LIKE 'mailto:%' THEN
+        IF array_length(string_to_array(substr(subject, 8), '@'), 1) <> 2 THEN
+            RETURN 'its mailto: address does not have exactly one @';
+        END IF;
+        IF split_part(substr(subject, 8), '@', 1) = '' THEN
+            RETURN 'its mailto: address has nothing before the @';
+        END IF;
+        host := lower(split_part(substr(subject, 8), '@', 2));
+        what := 'mailto: address''s domain';
+    ELSIF subject LIKE 'https:%' THEN
+        host := lower(substring(subject FROM '^https://([^/?#]*)'));
+        IF host IS NULL OR host = '' OR host LIKE '%@%' THEN
+            RETURN 'it is not an https://host/… URL';
+        END IF;
+        IF host ~ '^\[' THEN
+            RETURN 'it is on an IP address; use a domain name';
+        END IF;
+        host := regexp_replace(host, ':[0-9]*$', '');
+        what := 'URL''s host';
+    ELSE
+        RETURN 'it does not start with mailto: or https:';
+    END IF;
+    IF host = '' THEN
+        RETURN format('its %s is empty', what);
+    END IF;
+    IF host ~ '[:\[\]]' OR host ~ '^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$' THEN
+        RETURN 'it is on an IP address; use a domain name';
+    END IF;
+    IF host = 'localhost' OR host LIKE '%.localhost' THEN
+        RETURN 'it is on localhost';
+    END IF;
+    IF host = 'local' OR host LIKE '%.local' THEN
+        RETURN 'it is on a .local host';
+    END IF;
+    labels := string_to_array(host, '.');
+    IF EXISTS (SELECT 1 FROM unnest(labels) l WHERE l !~ '^[a-z0-9-]{1,63}$') THEN
+        RETURN format('its %s is not a host name (letters, digits, ''-'' and dots)', what);
+    END IF;
+    IF cardinality(labels) < 2 THEN
+        RETURN format('its %s "%s" is not a real domain (it has no dot)', what, host);
+    END IF;
+    IF labels[cardinality(labels)] !~ '^[a-z]{2,}$' THEN
+        RETURN format('its %s "%s" is not a real domain (its top-level domain is not letters)', what, host);
+    END IF;
+    RETURN NULL;
+END;
+$_$;
+
+-- FUNCTION web_from_apns(jsonb)
+CREATE FUNCTION push.web_from_apns(payload jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog'
+    AS $$
+    SELECT jsonb_strip_nulls(jsonb_build_object(
+               'title', CASE WHEN jsonb_typeof(payload -> 'aps' -> 'alert' -> 'title') = 'string'
+                             THEN payload -> 'aps' -> 'alert' -> 'title' END,
+               'body', CASE WHEN jsonb_typeof(payload -> 'aps' -> 'alert') = 'string' THEN payload -> 'aps' -> 'alert'
+                            WHEN jsonb_typeof(payload -> 'aps' -> 'alert' -> 'body') = 'string'
+                            THEN payload -> 'aps' -> 'alert' -> 'body' END,
+               'data', nullif(coalesce(payload, '{}') - 'aps', '{}')))
 $$;

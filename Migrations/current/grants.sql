@@ -14,6 +14,10 @@ GRANT UPDATE(paused_reason) ON TABLE push.apps TO pgpush_dashboard_actions;
 GRANT UPDATE(updated_at) ON TABLE push.apps TO pgpush_worker;
 GRANT UPDATE(updated_at) ON TABLE push.apps TO pgpush_dashboard_actions;
 
+-- ACL COLUMN apps.web_push_paused_reason
+GRANT UPDATE(web_push_paused_reason) ON TABLE push.apps TO pgpush_worker;
+GRANT UPDATE(web_push_paused_reason) ON TABLE push.apps TO pgpush_dashboard_actions;
+
 -- ACL COLUMN devices.badge
 GRANT UPDATE(badge) ON TABLE push.devices TO pgpush_worker;
 
@@ -137,6 +141,21 @@ GRANT UPDATE(total) ON TABLE push.jobs TO pgpush_worker;
 -- ACL COLUMN jobs.user_ids
 GRANT INSERT(user_ids) ON TABLE push.jobs TO pgpush_producer;
 
+-- ACL COLUMN jobs.web
+GRANT INSERT(web) ON TABLE push.jobs TO pgpush_producer;
+
+-- ACL COLUMN jobs.web_delivered
+GRANT UPDATE(web_delivered) ON TABLE push.jobs TO pgpush_worker;
+
+-- ACL COLUMN jobs.web_failed
+GRANT UPDATE(web_failed) ON TABLE push.jobs TO pgpush_worker;
+
+-- ACL COLUMN jobs.web_total
+GRANT UPDATE(web_total) ON TABLE push.jobs TO pgpush_worker;
+
+-- ACL COLUMN jobs.web_urgency
+GRANT INSERT(web_urgency) ON TABLE push.jobs TO pgpush_producer;
+
 -- ACL FUNCTION app_pause_events()
 REVOKE ALL ON FUNCTION push.app_pause_events() FROM PUBLIC;
 
@@ -173,9 +192,9 @@ REVOKE ALL ON FUNCTION push.devices_pruned_events() FROM PUBLIC;
 REVOKE ALL ON FUNCTION push.drop_delivery_partitions(keep interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION push.drop_delivery_partitions(keep interval) TO pgpush_worker;
 
--- ACL FUNCTION enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text)
-REVOKE ALL ON FUNCTION push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text) FROM PUBLIC;
-GRANT ALL ON FUNCTION push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text) TO pgpush_producer;
+-- ACL FUNCTION enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text, web jsonb, web_urgency text)
+REVOKE ALL ON FUNCTION push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text, web jsonb, web_urgency text) FROM PUBLIC;
+GRANT ALL ON FUNCTION push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text, web jsonb, web_urgency text) TO pgpush_producer;
 
 -- ACL FUNCTION ensure_delivery_partitions(days_ahead integer)
 REVOKE ALL ON FUNCTION push.ensure_delivery_partitions(days_ahead integer) FROM PUBLIC;
@@ -227,9 +246,9 @@ GRANT ALL ON FUNCTION push.personal_bodies(payload jsonb, fcm jsonb, variants js
 REVOKE ALL ON FUNCTION push.record_open(app_id text, token text, job_id bigint, apns_id uuid, opened_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION push.record_open(app_id text, token text, job_id bigint, apns_id uuid, opened_at timestamp with time zone) TO pgpush_producer;
 
--- ACL FUNCTION register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text)
-REVOKE ALL ON FUNCTION push.register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text) FROM PUBLIC;
-GRANT ALL ON FUNCTION push.register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text) TO pgpush_producer;
+-- ACL FUNCTION register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text, subscription jsonb)
+REVOKE ALL ON FUNCTION push.register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text, subscription jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION push.register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text, subscription jsonb) TO pgpush_producer;
 
 -- ACL FUNCTION remove_badge_steps(batch_size integer)
 REVOKE ALL ON FUNCTION push.remove_badge_steps(batch_size integer) FROM PUBLIC;
@@ -260,9 +279,9 @@ GRANT ALL ON FUNCTION push.set_badge(app_id text, token text, user_id text, valu
 REVOKE ALL ON FUNCTION push.token_in_audience(app_id text, token text, audience_kind text, activity_type text) FROM PUBLIC;
 GRANT ALL ON FUNCTION push.token_in_audience(app_id text, token text, audience_kind text, activity_type text) TO pgpush_worker;
 
--- ACL FUNCTION token_platform(token text, has_apns boolean, has_fcm boolean)
-REVOKE ALL ON FUNCTION push.token_platform(token text, has_apns boolean, has_fcm boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION push.token_platform(token text, has_apns boolean, has_fcm boolean) TO pgpush_worker;
+-- ACL FUNCTION token_platform(token text, has_apns boolean, has_fcm boolean, has_web boolean)
+REVOKE ALL ON FUNCTION push.token_platform(token text, has_apns boolean, has_fcm boolean, has_web boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION push.token_platform(token text, has_apns boolean, has_fcm boolean, has_web boolean) TO pgpush_worker;
 
 -- ACL FUNCTION validate_fcm_data(data jsonb, field text)
 REVOKE ALL ON FUNCTION push.validate_fcm_data(data jsonb, field text) FROM PUBLIC;

@@ -58,6 +58,10 @@ CREATE TABLE push.apps (
     valve_reset_at timestamp with time zone,
     fcm_project_id text,
     fcm_service_account_path text,
+    vapid_private_key_path text,
+    vapid_public_key text,
+    vapid_subject text,
+    web_push_paused_reason text,
     CONSTRAINT apps_certificate_password_env_format CHECK ((certificate_password_env ~ '^[A-Za-z_][A-Za-z0-9_]*$'::text)),
     CONSTRAINT apps_environment_valid CHECK ((environment = ANY (ARRAY['production'::text, 'sandbox'::text]))),
     CONSTRAINT apps_fcm_credential_complete CHECK (((fcm_project_id IS NULL) = (fcm_service_account_path IS NULL))),
@@ -65,10 +69,12 @@ CREATE TABLE push.apps (
     CONSTRAINT apps_fcm_service_account_path_not_empty CHECK ((fcm_service_account_path <> ''::text)),
     CONSTRAINT apps_id_format CHECK ((id ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$'::text)),
     CONSTRAINT apps_key_id_format CHECK ((key_id ~ '^[A-Za-z0-9]{10}$'::text)),
-    CONSTRAINT apps_one_credential CHECK ((((topic IS NOT NULL) AND (((private_key_path IS NOT NULL) AND (team_id IS NOT NULL) AND (key_id IS NOT NULL) AND (certificate_path IS NULL)) OR ((certificate_path IS NOT NULL) AND (private_key_path IS NULL)))) OR ((topic IS NULL) AND (private_key_path IS NULL) AND (certificate_path IS NULL) AND (fcm_project_id IS NOT NULL)))),
+    CONSTRAINT apps_one_credential CHECK ((((topic IS NOT NULL) AND (((private_key_path IS NOT NULL) AND (team_id IS NOT NULL) AND (key_id IS NOT NULL) AND (certificate_path IS NULL)) OR ((certificate_path IS NOT NULL) AND (private_key_path IS NULL)))) OR ((topic IS NULL) AND (private_key_path IS NULL) AND (certificate_path IS NULL) AND ((fcm_project_id IS NOT NULL) OR (vapid_private_key_path IS NOT NULL))))),
     CONSTRAINT apps_rate_limit_positive CHECK ((rate_limit > 0)),
     CONSTRAINT apps_team_id_format CHECK ((team_id ~ '^[A-Za-z0-9]{10}$'::text)),
-    CONSTRAINT apps_topic_not_empty CHECK ((topic <> ''::text))
+    CONSTRAINT apps_topic_not_empty CHECK ((topic <> ''::text)),
+    CONSTRAINT apps_vapid_complete CHECK ((((vapid_private_key_path IS NULL) = (vapid_public_key IS NULL)) AND ((vapid_private_key_path IS NULL) = (vapid_subject IS NULL)))),
+    CONSTRAINT apps_vapid_private_key_path_not_empty CHECK ((vapid_private_key_path <> ''::text))
 );
 
 -- CONSTRAINT apps apps_pkey
@@ -160,7 +166,7 @@ CREATE TABLE push.chunks (
     claims integer DEFAULT 0 NOT NULL,
     platform text DEFAULT 'ios'::text NOT NULL,
     CONSTRAINT chunks_kind_valid CHECK ((kind = ANY (ARRAY['range'::text, 'tokens'::text]))),
-    CONSTRAINT chunks_platform_valid CHECK ((platform = ANY (ARRAY['ios'::text, 'android'::text])))
+    CONSTRAINT chunks_platform_valid CHECK ((platform = ANY (ARRAY['ios'::text, 'android'::text, 'web'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.0', autovacuum_vacuum_threshold='500', autovacuum_analyze_scale_factor='0.0', autovacuum_analyze_threshold='500', autovacuum_vacuum_cost_delay='0', fillfactor='70');
 
@@ -229,16 +235,20 @@ CREATE TABLE push.devices (
     activity_type text,
     locale text,
     badge integer DEFAULT 0 NOT NULL,
+    web_p256dh text,
+    web_auth text,
     CONSTRAINT devices_activity_fields CHECK ((((token_kind = 'device'::text) AND (activity_id IS NULL) AND (activity_type IS NULL)) OR ((token_kind = 'activity'::text) AND (activity_id IS NOT NULL) AND (platform = 'ios'::text)) OR ((token_kind = 'activity_start'::text) AND (activity_type IS NOT NULL) AND (activity_id IS NULL) AND (platform = 'ios'::text)))),
     CONSTRAINT devices_badge_range CHECK ((badge >= 0)),
     CONSTRAINT devices_locale_form CHECK (((locale ~ '^[a-z]{2,3}(-[a-z0-9]{1,8})*$'::text) AND (length(locale) <= 35))),
-    CONSTRAINT devices_platform_valid CHECK ((platform = ANY (ARRAY['ios'::text, 'android'::text]))),
+    CONSTRAINT devices_platform_valid CHECK ((platform = ANY (ARRAY['ios'::text, 'android'::text, 'web'::text]))),
     CONSTRAINT devices_token_format CHECK (
 CASE platform
     WHEN 'ios'::text THEN (((length(token) >= 64) AND (length(token) <= 200)) AND (token ~ '^[0-9a-f]+$'::text))
+    WHEN 'web'::text THEN ((length(token) <= 2048) AND (token ~ '^https://[^/?#@[:space:]]+([/?#][^[:space:]]*)?$'::text))
     ELSE (((length(token) >= 16) AND (length(token) <= 1024)) AND (token ~ '^[A-Za-z0-9_:-]+$'::text))
 END),
-    CONSTRAINT devices_token_kind_valid CHECK ((token_kind = ANY (ARRAY['device'::text, 'activity'::text, 'activity_start'::text])))
+    CONSTRAINT devices_token_kind_valid CHECK ((token_kind = ANY (ARRAY['device'::text, 'activity'::text, 'activity_start'::text]))),
+    CONSTRAINT devices_web_keys CHECK ((((platform = 'web'::text) = ((web_p256dh IS NOT NULL) AND (web_auth IS NOT NULL))) AND ((platform = 'web'::text) = ((web_p256dh IS NOT NULL) OR (web_auth IS NOT NULL)))))
 )
 WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_analyze_scale_factor='0.02');
 
@@ -363,6 +373,11 @@ CREATE TABLE push.jobs (
     replace_key text,
     replaced_by bigint,
     resent_from bigint,
+    web jsonb,
+    web_urgency text,
+    web_total bigint DEFAULT 0 NOT NULL,
+    web_delivered bigint DEFAULT 0 NOT NULL,
+    web_failed bigint DEFAULT 0 NOT NULL,
     CONSTRAINT jobs_badge_mode CHECK ((badge = 'increment'::text)),
     CONSTRAINT jobs_state_valid CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'done'::text, 'failed'::text, 'cancelled'::text])))
 )

@@ -9,6 +9,12 @@ CREATE TRIGGER apps_pause_events AFTER UPDATE OF paused_reason ON push.apps FOR 
 -- TRIGGER apps apps_resumed
 CREATE TRIGGER apps_resumed BEFORE UPDATE OF paused_reason ON push.apps FOR EACH ROW EXECUTE FUNCTION push.apps_resumed();
 
+-- TRIGGER apps apps_validate_web_push
+CREATE TRIGGER apps_validate_web_push BEFORE INSERT OR UPDATE OF vapid_subject, vapid_public_key ON push.apps FOR EACH ROW EXECUTE FUNCTION push.validate_app_web_push();
+
+-- TRIGGER apps apps_web_push_pause_events
+CREATE TRIGGER apps_web_push_pause_events AFTER UPDATE OF web_push_paused_reason ON push.apps FOR EACH ROW WHEN ((old.web_push_paused_reason IS DISTINCT FROM new.web_push_paused_reason)) EXECUTE FUNCTION push.app_web_push_pause_events();
+
 -- ==== push.channels ==============================================================================
 
 -- TRIGGER channels channels_state_changed

@@ -42,7 +42,7 @@ CREATE VIEW push.job_engagement AS
     j.state,
     j.labels
    FROM ((push.jobs j
-     CROSS JOIN LATERAL ( VALUES ('ios'::text,(j.delivered - j.android_delivered)), ('android'::text,j.android_delivered)) p(platform, delivered))
+     CROSS JOIN LATERAL ( VALUES ('ios'::text,((j.delivered - j.android_delivered) - j.web_delivered)), ('android'::text,j.android_delivered), ('web'::text,j.web_delivered)) p(platform, delivered))
      LEFT JOIN LATERAL ( SELECT count(*) AS opened
            FROM push.opens op
           WHERE ((op.job_id = j.id) AND (op.platform = p.platform))) o ON (true))
@@ -83,12 +83,12 @@ CREATE VIEW push.job_progress AS
     j.send_at,
     j.first_sent_at,
     j.failure_reason,
-    (t.total - t.android_total) AS ios_total,
-    ((j.delivered - j.android_delivered) + p.unknown) AS ios_delivered,
-    (((j.failed + j.expired) - j.android_failed) + p.unknown) AS ios_failed,
+    ((t.total - t.android_total) - t.web_total) AS ios_total,
+    (((j.delivered - j.android_delivered) - j.web_delivered) + p.unknown) AS ios_delivered,
+    ((((j.failed + j.expired) - j.android_failed) - j.web_failed) + p.unknown) AS ios_failed,
     (
         CASE
-            WHEN (j.state = ANY (ARRAY['queued'::text, 'running'::text])) THEN GREATEST((((t.total - t.android_total) - (j.delivered - j.android_delivered)) - ((j.failed + j.expired) - j.android_failed)), (0)::bigint)
+            WHEN (j.state = ANY (ARRAY['queued'::text, 'running'::text])) THEN GREATEST(((((t.total - t.android_total) - t.web_total) - ((j.delivered - j.android_delivered) - j.web_delivered)) - (((j.failed + j.expired) - j.android_failed) - j.web_failed)), (0)::bigint)
             ELSE (0)::bigint
         END + p.unknown) AS ios_pending,
     t.android_total,
@@ -107,26 +107,34 @@ CREATE VIEW push.job_progress AS
     j.labels,
     j.replace_key,
     j.replaced_by,
-    j.resent_from
+    j.resent_from,
+    t.web_total,
+    (j.web_delivered + p.unknown) AS web_delivered,
+    (j.web_failed + p.unknown) AS web_failed,
+    (
+        CASE
+            WHEN (j.state = ANY (ARRAY['queued'::text, 'running'::text])) THEN GREATEST(((t.web_total - j.web_delivered) - j.web_failed), (0)::bigint)
+            ELSE (0)::bigint
+        END + p.unknown) AS web_pending
    FROM (((push.jobs j
      CROSS JOIN LATERAL ( SELECT
                 CASE
                     WHEN (j.total IS NOT NULL) THEN NULL::bigint[]
-                    WHEN (j.channel IS NOT NULL) THEN ARRAY[(1)::bigint, (0)::bigint]
-                    WHEN (j.activity_ids IS NOT NULL) THEN ( SELECT ARRAY[count(*), (0)::bigint] AS "array"
+                    WHEN (j.channel IS NOT NULL) THEN ARRAY[(1)::bigint, (0)::bigint, (0)::bigint]
+                    WHEN (j.activity_ids IS NOT NULL) THEN ( SELECT ARRAY[count(*), (0)::bigint, (0)::bigint] AS "array"
                        FROM push.devices d
                       WHERE ((d.app_id = j.app_id) AND (d.token_kind = 'activity'::text) AND (d.activity_id = ANY (j.activity_ids))))
-                    WHEN (j.tokens IS NOT NULL) THEN ( SELECT ARRAY[count(*), count(*) FILTER (WHERE ((a.fcm_project_id IS NOT NULL) AND (NOT ((x.x ~ '^[0-9A-Fa-f]{64,200}$'::text) AND ((a.private_key_path IS NOT NULL) OR (a.certificate_path IS NOT NULL))))))] AS "array"
+                    WHEN (j.tokens IS NOT NULL) THEN ( SELECT ARRAY[count(*), count(*) FILTER (WHERE ((a.fcm_project_id IS NOT NULL) AND (x.x !~ '^https://'::text) AND (NOT ((x.x ~ '^[0-9A-Fa-f]{64,200}$'::text) AND ((a.private_key_path IS NOT NULL) OR (a.certificate_path IS NOT NULL)))))), count(*) FILTER (WHERE ((a.vapid_private_key_path IS NOT NULL) AND (x.x ~ '^https://'::text)))] AS "array"
                        FROM unnest(j.tokens) x(x),
                         push.apps a
                       WHERE (a.id = j.app_id))
-                    WHEN (j.user_ids IS NOT NULL) THEN ( SELECT ARRAY[count(*), count(*) FILTER (WHERE (d.platform = 'android'::text))] AS "array"
+                    WHEN (j.user_ids IS NOT NULL) THEN ( SELECT ARRAY[count(*), count(*) FILTER (WHERE (d.platform = 'android'::text)), count(*) FILTER (WHERE (d.platform = 'web'::text))] AS "array"
                        FROM push.devices d
                       WHERE ((d.app_id = j.app_id) AND (d.user_id = ANY (j.user_ids)) AND (d.token_kind = j.audience_kind) AND ((j.activity_type IS NULL) OR (d.activity_type = j.activity_type))))
-                    WHEN (j.tags IS NOT NULL) THEN ( SELECT ARRAY[count(*), count(*) FILTER (WHERE (d.platform = 'android'::text))] AS "array"
+                    WHEN (j.tags IS NOT NULL) THEN ( SELECT ARRAY[count(*), count(*) FILTER (WHERE (d.platform = 'android'::text)), count(*) FILTER (WHERE (d.platform = 'web'::text))] AS "array"
                        FROM push.devices d
                       WHERE ((d.app_id = j.app_id) AND (d.tags && j.tags) AND (d.token_kind = j.audience_kind) AND ((j.activity_type IS NULL) OR (d.activity_type = j.activity_type))))
-                    ELSE ( SELECT ARRAY[count(*), count(*) FILTER (WHERE (d.platform = 'android'::text))] AS "array"
+                    ELSE ( SELECT ARRAY[count(*), count(*) FILTER (WHERE (d.platform = 'android'::text)), count(*) FILTER (WHERE (d.platform = 'web'::text))] AS "array"
                        FROM push.devices d
                       WHERE ((d.app_id = j.app_id) AND (d.token_kind = j.audience_kind) AND ((j.activity_type IS NULL) OR (d.activity_type = j.activity_type))))
                 END AS audience) c)
@@ -134,7 +142,11 @@ CREATE VIEW push.job_progress AS
                 CASE
                     WHEN (j.total IS NULL) THEN c.audience[2]
                     ELSE j.android_total
-                END AS android_total) t)
+                END AS android_total,
+                CASE
+                    WHEN (j.total IS NULL) THEN c.audience[3]
+                    ELSE j.web_total
+                END AS web_total) t)
      CROSS JOIN LATERAL ( SELECT
                 CASE
                     WHEN (t.android_total IS NULL) THEN NULL::bigint

@@ -61,6 +61,8 @@ public final class InMemoryWorkerStore: WorkerStore {
         public var jobs: [Int64: Job] = [:]
         public var chunks: [Int64: Chunk] = [:]
         public var deliveries: [Delivery] = []
+        /// Web subscriptions' keys by (app, endpoint).
+        public var webPushKeys: [String: [String: WebPushKeys]] = [:]
         public var pruneCandidates: [PruneCandidate] = []
         /// Chunk ids given back with ``release(_:deadline:)``.
         public var released: [Int64] = []
@@ -318,6 +320,21 @@ public final class InMemoryWorkerStore: WorkerStore {
             contents.apps[appID]?.pausedReason = reason
             return true
         }
+    }
+
+    public func pauseWebPush(_ appID: String, reason: String) async throws -> Bool {
+        try statement()
+        return change { contents in
+            guard contents.apps[appID] != nil, contents.apps[appID]?.webPushPausedReason == nil else { return false }
+            contents.apps[appID]?.webPushPausedReason = reason
+            return true
+        }
+    }
+
+    public func webPushKeys(appID: String, tokens: [String]) async throws -> [String: WebPushKeys] {
+        try statement()
+        let known = contents.webPushKeys[appID] ?? [:]
+        return known.filter { tokens.contains($0.key) }
     }
 
     public func apps() async throws -> [String: AppRecord] {

@@ -60,7 +60,7 @@ import Testing
         health.recordConfigurationError("a", provider: "apns", reason: "BadTopic")
         #expect(health.isPaused("a"), "FCM's successes do not hide APNs refusing the credential")
         let result6 = health.drainPauses()
-        #expect(result6 == ["a": "BadTopic"])
+        #expect(result6 == [.app("a"): "BadTopic"])
         let result7 = health.drainPauses()
         #expect(result7.isEmpty, "each pause is handed out once")
     }
@@ -79,7 +79,7 @@ import Testing
         _ = health.drainPauses()
         health.sync(pausedInDatabase: [])
         #expect(health.isPaused("a"), "the write may not have landed yet")
-        health.sync(pausedInDatabase: ["a"])
+        health.sync(pausedInDatabase: [.app("a")])
         health.sync(pausedInDatabase: [])
         #expect(!health.isPaused("a"), "an operator resumed it")
         health.recordConfigurationError("a", provider: "apns", reason: "BadTopic")
@@ -90,16 +90,40 @@ import Testing
         var health = AppHealthState(threshold: 1)
         health.recordConfigurationError("a", provider: "apns", reason: "BadTopic")
         let first = health.drainPauses()
-        health.retryPause("a", reason: first["a"]!)
+        health.retryPause(.app("a"), reason: first[.app("a")]!)
         health.sync(pausedInDatabase: [])
         #expect(health.isPaused("a"))
         let result8 = health.drainPauses()
-        #expect(result8 == ["a": "BadTopic"])
+        #expect(result8 == [.app("a"): "BadTopic"])
+    }
+
+    @Test func webPushErrorsPauseOnlyTheAppsWebPush() {
+        var health = AppHealthState(threshold: 2)
+        health.recordConfigurationError("a", provider: "webpush", reason: "Web Push: 403 BadJwtToken")
+        health.recordConfigurationError("a", provider: "webpush", reason: "Web Push: 403 BadJwtToken")
+        #expect(!health.isPaused("a"), "its APNs and FCM keep sending")
+        #expect(!health.isPaused("a", platform: .ios))
+        #expect(!health.isPaused("a", platform: .android))
+        #expect(health.isPaused("a", platform: .web))
+        #expect(health.drainPauses() == [.webPush("a"): "Web Push: 403 BadJwtToken"])
+        // `pgpush apps resume` clears the column: the pause ends and the count starts over.
+        health.sync(pausedInDatabase: [.webPush("a")])
+        health.sync(pausedInDatabase: [])
+        #expect(!health.isPaused("a", platform: .web))
+        health.recordConfigurationError("a", provider: "webpush", reason: "again")
+        #expect(!health.isPaused("a", platform: .web), "one error after a resume is below the threshold")
+    }
+
+    @Test func aWholeAppPauseStopsItsWebPushToo() {
+        var health = AppHealthState(threshold: 1)
+        health.sync(pausedInDatabase: [.app("a")])
+        #expect(health.isPaused("a", platform: .web))
+        #expect(health.isPaused("a", platform: .ios))
     }
 
     @Test func anAppPausedInTheDatabaseByAnOperatorIsPausedHere() {
         var health = AppHealthState(threshold: 3)
-        health.sync(pausedInDatabase: ["b"])
+        health.sync(pausedInDatabase: [.app("b")])
         #expect(health.isPaused("b"))
         let result9 = health.drainPauses()
         #expect(result9.isEmpty, "not this worker's pause to write")

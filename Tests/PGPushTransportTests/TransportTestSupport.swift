@@ -145,7 +145,7 @@ extension ProviderNoResponseReason {
     /// Whether the transport says APNs did not process the request.
     var meansNotProcessed: Bool {
         switch self {
-        case .goAwayNotProcessed, .refusedStream, .connectFailed, .tlsRejected, .credentialRefused: true
+        case .goAwayNotProcessed, .refusedStream, .connectFailed, .tlsRejected, .credentialRefused, .notSent: true
         case .connectionClosed, .missingStatus, .timeout: false
         }
     }

@@ -147,7 +147,7 @@ import Testing
         let harness = ChunkHarness { _ in .now(.status(403, "InvalidProviderToken")) }
         let (completion, _) = try await harness.process(harness.chunk(tokens: 200))
         #expect(harness.appHealth.isPaused(ChunkHarness.appID))
-        #expect(harness.appHealth.drainPauses()[ChunkHarness.appID] != nil)
+        #expect(harness.appHealth.drainPauses()[.app(ChunkHarness.appID)] != nil)
         // The first window of the gate went out; nothing after the pause did.
         #expect(harness.pool.requests.count <= 16)
         #expect(completion.outcomes.isEmpty)
@@ -251,7 +251,7 @@ import Testing
     @Test(.timeLimit(.minutes(1)))
     func aPausedAppsChunkIsGivenBackUnsent() async throws {
         let harness = ChunkHarness()
-        harness.appHealth.sync(pausedInDatabase: [ChunkHarness.appID])
+        harness.appHealth.sync(pausedInDatabase: [.app(ChunkHarness.appID)])
         let (completion, _) = try await harness.process(harness.chunk(tokens: 4))
         #expect(harness.pool.requests.isEmpty)
         #expect(completion.requeuedTokens.count == 4)

@@ -338,7 +338,7 @@ final class TransportBenchPlan: Sendable {
             case .missingStatus: return "no response: missing status"
             case .timeout: return "no response: timeout"
             case .connectFailed: return "no response: connect failed"
-            case .tlsRejected(let reason), .credentialRefused(let reason): return "no response: \(reason)"
+            case .tlsRejected(let reason), .credentialRefused(let reason), .notSent(let reason): return "no response: \(reason)"
             }
         }
     }

@@ -59,6 +59,12 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "Extra trusted CA certificates (PEM) for --fcm-endpoint and the service accounts' token_uri (env: PGPUSH_FCM_CA_FILE).")
     var fcmCaFile: String?
     @Option(help: ArgumentHelp(
+        "An origin Web Push messages may go to besides the public push services (Google, Mozilla, Apple, Microsoft), such as https://push.example.net or https://*.push.example.net; repeatable. Endpoints come from browsers: any other origin fails its subscription with EndpointNotAllowed and is never connected to, so a subscription posted by anyone cannot point a worker into your network (env: PGPUSH_WEB_PUSH_ALLOW_ORIGINS, comma-separated).",
+        valueName: "origin"))
+    var webPushAllowOrigin: [String] = []
+    @Option(help: "Extra trusted CA certificates (PEM) for push services, such as the simulator's (env: PGPUSH_WEB_PUSH_CA_FILE).")
+    var webPushCaFile: String?
+    @Option(help: ArgumentHelp(
         "Tunnel every provider connection (APNs, FCM, the FCM token endpoint, channel management) through this HTTP proxy with CONNECT: http://[user:password@]host[:port]; TLS to the provider runs inside the tunnel (env: HTTPS_PROXY, then https_proxy; hosts listed in NO_PROXY or no_proxy are reached directly).",
         valueName: "url"))
     var httpsProxy: String?
@@ -228,6 +234,16 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         configuration.fcmEndpointOverride = try setting(fcmEndpoint, "PGPUSH_FCM_ENDPOINT")
         configuration.fcmCAFile = try setting(fcmCaFile, "PGPUSH_FCM_CA_FILE")
+        configuration.webPushAllowedOrigins = webPushAllowOrigin.isEmpty
+            ? (ProcessInfo.processInfo.environment["PGPUSH_WEB_PUSH_ALLOW_ORIGINS"] ?? "")
+                .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            : webPushAllowOrigin
+        do {
+            _ = try WebPushOrigins(allowing: configuration.webPushAllowedOrigins)
+        } catch {
+            throw ValidationError("--web-push-allow-origin: \(error.message)")
+        }
+        configuration.webPushCAFile = try setting(webPushCaFile, "PGPUSH_WEB_PUSH_CA_FILE")
         configuration.credentialsDirectory = try setting(credentialsDir, "PGPUSH_CREDENTIALS_DIR")
         do {
             configuration.httpsProxy = try HTTPProxyConfiguration.resolve(

@@ -106,5 +106,7 @@ private func classifyNoResponse(_ reason: ProviderNoResponseReason) -> DeliveryC
     case .tlsRejected(let reason), .credentialRefused(let reason):
         // Retrying would spend every token's attempts on the same refusal: pause the app with the reason.
         return .configurationError(reason: reason)
+    case .notSent(let reason):
+        return .permanentFailure(reason: reason)
     }
 }

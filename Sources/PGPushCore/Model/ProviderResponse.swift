@@ -53,6 +53,9 @@ public enum ProviderNoResponseReason: Sendable, Hashable {
     /// The credential for the request could not be had because its issuer refused it (an OAuth token
     /// endpoint refused the service account's assertion); the request was never written.
     case credentialRefused(reason: String)
+    /// pgpush refused to send the request and never will: a Web Push endpoint outside the allowed origins, a
+    /// message that cannot be encrypted for its subscription. No connection was made. `reason` is recorded.
+    case notSent(reason: String)
 }
 
 /// The result of sending one request: a response, or the reason none came.

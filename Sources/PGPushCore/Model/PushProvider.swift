@@ -8,6 +8,8 @@ public enum PushProvider: String, Sendable, Hashable, CaseIterable, CustomString
     /// APNs' Live Activity channel broadcasts: one request per job, labelled apart from device pushes in the
     /// sends metric.
     case apnsBroadcast = "apns-broadcast"
+    /// Web Push (RFC 8030): browsers' push services, each origin its own.
+    case webpush
 
     /// The name in a message to a person: "APNs", "FCM", "APNs broadcast".
     public var displayName: String {
@@ -15,6 +17,7 @@ public enum PushProvider: String, Sendable, Hashable, CaseIterable, CustomString
         case .apns: "APNs"
         case .fcm: "FCM"
         case .apnsBroadcast: "APNs broadcast"
+        case .webpush: "Web Push"
         }
     }
 

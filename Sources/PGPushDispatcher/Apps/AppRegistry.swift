@@ -22,6 +22,12 @@ public actor AppRegistry {
     /// FCM's quota is the Firebase project's, not the app's: apps sharing a project share one limiter.
     private var projectQuotas: [String: RateLimiter] = [:]
     private var liveWorkers = 1
+    /// The worker's one Web Push client: connections per push-service origin, shared by every app. Made on first
+    /// use, closed by ``shutdown()``.
+    private var webPushClient: WebPushClient?
+    /// VAPID tokens per (key, origin), shared by every app.
+    // The defaults are valid, so this cannot throw.
+    private let vapidTokens = try! VAPIDTokenCache()
     /// The senders, readable without entering the actor: the claim loop asks for throttles before every claim.
     private nonisolated let published = Mutex<[SenderKey: AppSender]>([:])
 
@@ -46,6 +52,8 @@ public actor AppRegistry {
                 || row.teamID != sender.app.teamID || row.keyID != sender.app.keyID
                 || row.environment != sender.app.environment || row.topic != sender.app.topic
                 || row.fcmProjectID != sender.app.fcmProjectID || row.fcmServiceAccountPath != sender.app.fcmServiceAccountPath
+                || row.vapidPrivateKeyPath != sender.app.vapidPrivateKeyPath || row.vapidPublicKey != sender.app.vapidPublicKey
+                || row.vapidSubject != sender.app.vapidSubject
                 || (row.rateLimit == nil) != (sender.app.rateLimit == nil) {
                 retire(key)
             } else {
@@ -94,7 +102,11 @@ public actor AppRegistry {
         }
         guard let app = apps[appID] else { return nil }
         do {
-            let sender = try platform == .ios ? makeSender(app, role: role) : makeFCMSender(app)
+            let sender = switch platform {
+            case .ios: try makeSender(app, role: role)
+            case .android: try makeFCMSender(app)
+            case .web: try makeWebPushSender(app)
+            }
             sender.usage.checkOut()
             senders[key] = sender
             publish()
@@ -102,8 +114,14 @@ public actor AppRegistry {
             return sender
         } catch {
             let reason = "credential: \(error.description)"
-            logger.error("pausing app: its credential cannot be used", metadata: ["app": "\(appID)", "reason": "\(reason)"])
-            _ = try? await store.pauseApp(appID, reason: reason)
+            if platform == .web {
+                // The app's VAPID key says nothing of its APNs or FCM credentials: only its Web Push waits.
+                logger.error("pausing the app's Web Push: its VAPID key cannot be used", metadata: ["app": "\(appID)", "reason": "\(reason)"])
+                _ = try? await store.pauseWebPush(appID, reason: reason)
+            } else {
+                logger.error("pausing app: its credential cannot be used", metadata: ["app": "\(appID)", "reason": "\(reason)"])
+                _ = try? await store.pauseApp(appID, reason: reason)
+            }
             return nil
         }
     }
@@ -322,4 +340,54 @@ public actor AppRegistry {
     }
 
     private static let fcmEndpoint = ProviderEndpoint(host: "fcm.googleapis.com")
+
+    /// The Web Push sender of an app: its VAPID key read from `vapid_private_key_path` (never logged), checked
+    /// against the `vapid_public_key` its subscriptions were made with, and the worker's shared client.
+    private func makeWebPushSender(_ app: AppRecord) throws(PGPushError) -> AppSender {
+        guard let path = app.vapidPrivateKeyPath, let publicKey = app.vapidPublicKey, let subjectText = app.vapidSubject else {
+            throw PGPushError(.invalidConfiguration, "app has no Web Push configured")
+        }
+        let pem = try resolver.read(path, column: "vapid_private_key_path")
+        let key: VAPIDKey
+        do {
+            key = try VAPIDKey(pemRepresentation: pem)
+        } catch {
+            throw PGPushError(.invalidCredential, "vapid_private_key_path \(path) is not a usable P-256 private key")
+        }
+        guard key.applicationServerKey == publicKey else {
+            throw PGPushError(.invalidCredential, "\(WebPushRefusal.keyMismatch)")
+        }
+        let subject: VAPIDSubject
+        do {
+            subject = try VAPIDSubject(subjectText)
+        } catch {
+            throw PGPushError(.invalidConfiguration, "vapid_subject: \(error.message)")
+        }
+        let pool = WebPushPool(client: try sharedWebPushClient(), signer: VAPIDSigner(key: key, subject: subject))
+        let gate = ConcurrencyGate(maximum: configuration.inFlightPerApp)
+        let rateLimiter = app.rateLimit.map { RateLimiter(fleetRatePerSecond: Double($0), liveWorkers: liveWorkers) }
+        return AppSender(app: app, platform: .web, pool: pool, rateLimiter: rateLimiter, projectQuota: nil, gate: gate, fcmTokens: nil)
+    }
+
+    private func sharedWebPushClient() throws(PGPushError) -> WebPushClient {
+        if let webPushClient { return webPushClient }
+        let origins: WebPushOrigins
+        do {
+            origins = try WebPushOrigins(allowing: configuration.webPushAllowedOrigins)
+        } catch {
+            throw PGPushError(.invalidConfiguration, "--web-push-allow-origin: \(error.message)")
+        }
+        let client = try WebPushClient(
+            configuration: WebPushClientConfiguration(
+                allowedOrigins: origins, caFile: configuration.webPushCAFile, requestTimeout: configuration.requestTimeout),
+            tokens: vapidTokens, logger: logger)
+        webPushClient = client
+        return client
+    }
+
+    /// Closes the shared Web Push client's connections.
+    public func shutdown() async {
+        await webPushClient?.shutdown()
+        webPushClient = nil
+    }
 }

@@ -35,9 +35,13 @@ public protocol AppSenders: Sendable {
     func closeIdlePools(idleFor timeout: Duration, now: ContinuousClock.Instant) async -> [String]
     /// Every pool in use, for metrics.
     func activePools() async -> [(appID: String, provider: String, pool: any PushConnectionPool)]
+    /// Closes what the pools share (the Web Push client's connections) once the worker has stopped sending.
+    func shutdown() async
 }
 
 extension AppSenders {
+    public func shutdown() async {}
+
     func checkOutSender(for appID: String, platform: DevicePlatform = .ios) async -> AppSender? {
         await checkOutSender(for: appID, platform: platform, role: .push)
     }

@@ -45,7 +45,9 @@ struct ChunkProcessor: Sendable {
         } else {
             tokens = chunk.kind == .tokens ? chunk.tokens : try await readTokens(of: chunk)
         }
-        switch await start(chunk, tokens: tokens, contents: contents, room: room, verdicts: verdicts) {
+        // A web subscription's message is encrypted for its keys, read with the chunk.
+        let webKeys = chunk.platform == .web && sends(chunk, verdicts: verdicts) ? try await readWebKeys(of: chunk, tokens: tokens) : [:]
+        switch await start(chunk, tokens: tokens, contents: contents, webKeys: webKeys, room: room, verdicts: verdicts) {
         case .settled(let completion):
             return completion
         case .sending(let sending):
@@ -75,7 +77,8 @@ struct ChunkProcessor: Sendable {
     /// chunks); the chunk checks it in when done, as one it checked out itself. With an `outbox` of the
     /// caller's, the chunk's last requests may still be held in it on return: the caller sends them.
     func start(
-        _ chunk: ClaimedChunk, tokens: [String], contents: [DeviceContent?]? = nil, room: RoomReservation,
+        _ chunk: ClaimedChunk, tokens: [String], contents: [DeviceContent?]? = nil, webKeys: [String: WebPushKeys] = [:],
+        room: RoomReservation,
         verdicts: JobVerdicts, checkedOut: AppSender? = nil, outbox callersOutbox: PushOutbox? = nil
     ) async -> Start {
         if let settled = settledWithoutSending(chunk, tokens: tokens, verdicts: verdicts) {
@@ -92,11 +95,11 @@ struct ChunkProcessor: Sendable {
             }
             sender = fresh
         }
-        guard !appHealth.isPaused(chunk.appID) else {
+        guard !appHealth.isPaused(chunk.appID, platform: chunk.platform) else {
             sender.checkIn()
             return .settled(givenBack(chunk, tokens: tokens))
         }
-        guard let provider = try? ProviderRequests(chunk: chunk, sender: sender) else {
+        guard let provider = try? ProviderRequests(chunk: chunk, sender: sender, webKeys: webKeys) else {
             sender.checkIn()
             // Validated at enqueue, so only a damaged row gets here: fail the job's tokens, send nothing.
             return .settled(notSent(chunk, tokens: tokens, reason: ProviderRequests.invalidFCMMessage))
@@ -150,6 +153,11 @@ struct ChunkProcessor: Sendable {
     @inline(never)
     private func readTokens(of chunk: ClaimedChunk) async throws -> [String] {
         try await cancelWhenGracefulShutdown { try await store.tokens(of: chunk) }
+    }
+
+    @inline(never)
+    private func readWebKeys(of chunk: ClaimedChunk, tokens: [String]) async throws -> [String: WebPushKeys] {
+        try await cancelWhenGracefulShutdown { try await store.webPushKeys(appID: chunk.appID, tokens: tokens) }
     }
 
     @inline(never)
@@ -241,7 +249,7 @@ struct ChunkProcessor: Sendable {
             tally.outcomes.append(notSent(token, reason: reason, chunk: chunk, at: runtime.now()))
             return .skip
         }
-        if stopSending.isSet || appHealth.isPaused(chunk.appID) {
+        if stopSending.isSet || appHealth.isPaused(chunk.appID, platform: chunk.platform) {
             tally.unsent.append(token)
             return .skip
         }
@@ -373,9 +381,10 @@ struct ChunkProcessor: Sendable {
 
     static let maximumRetryAfterSeconds: Int64 = 3600
 
-    /// The time an FCM answer stands in for APNs' token timestamp in the pruner's re-registration rule.
+    /// The time an FCM or Web Push answer stands in for APNs' token timestamp in the pruner's re-registration
+    /// rule: neither says when the token was last known valid.
     private func fcmAnswerTime(_ chunk: ClaimedChunk, _ sentAt: Date) -> Date? {
-        chunk.platform == .android ? sentAt : nil
+        chunk.platform == .ios ? nil : sentAt
     }
 
     private func finish(_ tally: Tally, chunk: ClaimedChunk, job: JobDetails, completion: ChunkCompletion) -> ChunkCompletion {

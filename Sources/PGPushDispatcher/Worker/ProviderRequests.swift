@@ -12,6 +12,8 @@ struct ProviderRequests: Sendable {
         case fcm(path: String, builder: FCMRequestBodyBuilder, tokens: SharedFCMAccessTokenSource?)
         /// A channel job: its one "token" is the channel's id.
         case apnsBroadcast(bundleID: String, priority: APNsPriority, expiration: Int64, payload: [UInt8])
+        /// A chunk of web subscriptions: the job's plaintext, encrypted per subscription by the sender.
+        case web(plaintext: [UInt8], expiresAt: Date?, urgency: WebPushUrgency?, topic: WebPushTopic?, keys: [String: WebPushKeys])
     }
 
     private let kind: Kind
@@ -40,8 +42,11 @@ struct ProviderRequests: Sendable {
 
     /// The provider, as the app's health counts it (a channel broadcast counts as APNs).
     var provider: PushProvider {
-        if case .fcm = kind { return .fcm }
-        return .apns
+        switch kind {
+        case .fcm: .fcm
+        case .web: .webpush
+        case .apns, .apnsBroadcast: .apns
+        }
     }
 
     /// Whether each request is a channel broadcast: the job is that one request, so an error APNs gives it
@@ -58,7 +63,7 @@ struct ProviderRequests: Sendable {
     static let wrongCredentialReasons: Set<String> = ["BadDeviceToken", "SENDER_ID_MISMATCH", "INVALID_ARGUMENT"]
 
     @inline(never)
-    init(chunk: ClaimedChunk, sender: AppSender) throws {
+    init(chunk: ClaimedChunk, sender: AppSender, webKeys: [String: WebPushKeys] = [:]) throws {
         let job = chunk.job
         personal = try Self.personal(job, platform: chunk.platform)
         switch chunk.platform {
@@ -77,18 +82,28 @@ struct ProviderRequests: Sendable {
                 throw PGPushError(.invalidInput, "the job has no Android message")
             }
             kind = .fcm(path: path, builder: try FCMRequestBodyBuilder(message: message), tokens: sender.fcmTokens)
+        case .web:
+            guard let message = job.webMessage else {
+                throw PGPushError(.invalidInput, "the job has no Web Push message")
+            }
+            kind = .web(
+                plaintext: message, expiresAt: job.expiresAt, urgency: job.webUrgency.flatMap(WebPushUrgency.init(rawValue:)),
+                topic: WebPushTopic(collapseID: job.collapseID), keys: webKeys)
         }
     }
 
     /// The messages of a job with per-device content, for the chunk's platform.
     private static func personal(_ job: JobDetails, platform: DevicePlatform) throws -> Personal? {
-        guard let pairs = job.personalBodies else { return nil }
+        // A web subscription gets the job's own message (locale variants and badges are APNs' and FCM's).
+        guard platform != .web, let pairs = job.personalBodies else { return nil }
         guard let bodies = LocaleVariants<[UInt8]>(pairs: pairs) else {
             throw PGPushError(.invalidInput, "the job has no message for its \(platform.rawValue) devices")
         }
         switch platform {
         case .ios:
             return .apns(bodies.map { SlottedBody(bytes: $0, slot: job.incrementsBadge ? BadgeSlot(in: $0) : nil) })
+        case .web:
+            return nil
         case .android:
             return .fcm(try bodies.map { message in
                 let builder = try FCMRequestBodyBuilder(message: message)
@@ -121,6 +136,9 @@ struct ProviderRequests: Sendable {
             return APNsBroadcastRequest(
                 bundleID: bundleID, channelID: token, priority: priority, expiration: expiration, requestID: apnsID,
                 payload: payload)
+        case .web(let plaintext, let expiresAt, let urgency, let topic, let keys):
+            return WebPushRequest(
+                endpoint: token, keys: keys[token], plaintext: plaintext, expiresAt: expiresAt, urgency: urgency, topic: topic)
         }
     }
 
@@ -142,6 +160,9 @@ struct ProviderRequests: Sendable {
                 return (.configurationError(reason: "\(reason): FCM refused a freshly exchanged access token"), nil)
             }
             return (classification, response.retryAfter)
+        case .web:
+            guard case .response(let answer) = outcome else { return (classifyWebPush(outcome), nil) }
+            return (classifyWebPush(outcome), answer.retryAfter.flatMap(Int.init).map { .seconds($0) })
         }
     }
 }

@@ -152,6 +152,7 @@ public final class Worker: Service, Sendable {
         group.maximumGracefulShutdownDuration = configuration.gracePeriod + .seconds(5)
         // The outer group's graceful shutdown reaches this one, which runs its services down in reverse order.
         try await ServiceGroup(configuration: group).run()
+        await registry.shutdown()
         // Hand the maintenance leadership over at once rather than after its lease.
         try? await store.releaseMaintenanceLeadership(deadline: .seconds(2))
         // Best effort and brief: with the database down, the registry row simply ages out.

@@ -61,6 +61,14 @@ public struct WorkerConfiguration: Sendable {
     public var fcmEndpointOverride: String?
     /// A PEM file of extra trusted CAs for FCM and for the service accounts' `token_uri`.
     public var fcmCAFile: String?
+    /// Origins Web Push messages may go to besides the public push services (Google, Mozilla, Apple,
+    /// Microsoft): `--web-push-allow-origin`, such as `https://push.example.net` or `https://*.push.example.net`.
+    /// An endpoint comes from a browser, so it is untrusted: without this allow-list, anyone who can register a
+    /// subscription could make workers send requests into the operator's own network. Any other endpoint fails
+    /// its token with `EndpointNotAllowed`, and no connection is made.
+    public var webPushAllowedOrigins: [String] = []
+    /// A PEM file of extra trusted CAs for push services (`--web-push-ca-file`): a simulator's, in tests.
+    public var webPushCAFile: String?
     /// FCM messages a minute per Firebase project for the whole fleet: FCM's default project quota, shared by
     /// every app of the project. Raise it for a project with a larger quota (or the simulator, which has none).
     public var fcmQuotaPerMinute: Int = 600_000

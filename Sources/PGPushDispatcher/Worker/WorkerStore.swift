@@ -45,6 +45,11 @@ public protocol WorkerQueueStore: Sendable {
     /// Pauses an app with a readable reason; false when it was paused already.
     @discardableResult
     func pauseApp(_ appID: String, reason: String) async throws -> Bool
+    /// Pauses an app's Web Push only (a push service refused its VAPID key); true when this call paused it.
+    @discardableResult
+    func pauseWebPush(_ appID: String, reason: String) async throws -> Bool
+    /// The keys of the app's web subscriptions among `tokens`, by endpoint.
+    func webPushKeys(appID: String, tokens: [String]) async throws -> [String: WebPushKeys]
     /// Every app's row, by id.
     func apps() async throws -> [String: AppRecord]
     /// Sends a NOTIFY.

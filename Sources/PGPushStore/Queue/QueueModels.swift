@@ -7,9 +7,17 @@ public enum DevicePlatform: String, Sendable, Hashable, CaseIterable {
     case ios
     /// FCM.
     case android
+    /// Web Push: the token is the subscription's endpoint.
+    case web
 
     /// The provider its devices are reached through.
-    public var provider: PushProvider { self == .ios ? .apns : .fcm }
+    public var provider: PushProvider {
+        switch self {
+        case .ios: .apns
+        case .android: .fcm
+        case .web: .webpush
+        }
+    }
 }
 
 /// A chunk this worker holds the lease on.
@@ -87,6 +95,10 @@ public struct JobDetails: Sendable, Hashable {
     public var tags: [String]?
     /// The Android message (FCM's message fields without the target), for a chunk of Android devices.
     public var fcmMessage: [UInt8]?
+    /// The Web Push plaintext (`push.jobs.web`'s text form), for a chunk of web subscriptions.
+    public var webMessage: [UInt8]?
+    /// The `Urgency` of its Web Push messages (`push.jobs.web_urgency`).
+    public var webUrgency: String?
     /// The kind of token the job reaches (`push.jobs.audience_kind`): `device`, `activity` or `activity_start`.
     public var audienceKind: String = "device"
     /// A start's ActivityAttributes type: only push-to-start tokens of that type are in the audience.
@@ -138,6 +150,13 @@ public struct AppRecord: Sendable, Hashable {
     /// The Firebase project and where its service-account file is, for an app with Android devices.
     public var fcmProjectID: String? = nil
     public var fcmServiceAccountPath: String? = nil
+    /// Web Push: where the app's VAPID private key is (a P-256 PEM file on the workers), the public key the
+    /// website subscribes with (base64url), and the VAPID subject. All three or none.
+    public var vapidPrivateKeyPath: String? = nil
+    public var vapidPublicKey: String? = nil
+    public var vapidSubject: String? = nil
+    /// Why the app's Web Push is paused (a push service refused its VAPID key), while its APNs and FCM send on.
+    public var webPushPausedReason: String? = nil
 
     public init(
         id: String, topic: String, environment: String, teamID: String? = nil, keyID: String? = nil,
@@ -156,6 +175,18 @@ public struct AppRecord: Sendable, Hashable {
         self.pausedReason = pausedReason
         self.fcmProjectID = fcmProjectID
         self.fcmServiceAccountPath = fcmServiceAccountPath
+    }
+}
+
+/// A web subscription's keys (RFC 8291), base64url as `push.devices` keeps them: what a Web Push message is
+/// encrypted for.
+public struct WebPushKeys: Sendable, Hashable {
+    public var p256dh: String
+    public var auth: String
+
+    public init(p256dh: String, auth: String) {
+        self.p256dh = p256dh
+        self.auth = auth
     }
 }
 

@@ -29,6 +29,8 @@ extension QueueStore {
                    -- Not an anti-join: the planner estimated it kept few chunks, then read and sorted the whole
                    -- queue (21 of 34 ms for 1,000 of 20,000 chunks) instead of walking chunks_claimable.
                    AND c.app_id NOT IN (SELECT p.id FROM push.apps p WHERE p.paused_reason IS NOT NULL)
+                   -- An app whose Web Push is paused sends its other platforms on.
+                   AND (c.platform <> 'web' OR c.app_id NOT IN (SELECT p.id FROM push.apps p WHERE p.web_push_paused_reason IS NOT NULL))
                  ORDER BY c.priority DESC, c.seq, c.id
                  LIMIT \(budget.maximumChunks)
                    FOR NO KEY UPDATE OF c SKIP LOCKED
@@ -77,12 +79,13 @@ extension QueueStore {
         j.payload::text, j.push_type, j.apns_priority::int, j.expires_at, j.collapse_id, j.user_ids, j.tags,
         j.failure_reason, c.platform, CASE WHEN c.platform = 'android' THEN push.fcm_for_send(j.fcm, j.id)::text END,
         j.audience_kind, j.activity_type, j.activity_ids IS NOT NULL, j.channel_id, j.badge IS NOT NULL,
-        CASE WHEN j.variants IS NOT NULL OR j.badge IS NOT NULL
-             THEN push.personal_bodies(j.payload, j.fcm, j.variants, j.badge, c.platform, j.id) END
+        CASE WHEN (j.variants IS NOT NULL OR j.badge IS NOT NULL)
+             AND c.platform <> 'web' THEN push.personal_bodies(j.payload, j.fcm, j.variants, j.badge, c.platform, j.id) END,
+        CASE WHEN c.platform = 'web' THEN j.web::text END, j.web_urgency
         """
 
     /// How many columns ``claimedChunkColumns`` has: a statement's own columns follow them.
-    static let claimedChunkColumnCount = 29
+    static let claimedChunkColumnCount = 31
 
     /// Reads the first columns of `row`, laid out as ``claimedChunkColumns``.
     static func claimedChunk(_ row: PostgresRandomAccessRow) throws -> ClaimedChunk {
@@ -99,6 +102,13 @@ extension QueueStore {
         job.channelID = try row[26].decode(String?.self)
         job.incrementsBadge = try row[27].decode(Bool.self)
         job.personalBodies = try row[28].decode([String]?.self)
+        job.webMessage = try row[29].decode(String?.self).map { Array($0.utf8) }
+        job.webUrgency = try row[30].decode(String?.self)
+        let platformName = try row[21].decode(String.self)
+        guard let platform = DevicePlatform(rawValue: platformName) else {
+            // A platform this build does not know (a newer schema): never sent as another platform's token.
+            throw PGPushError(.invalidInput, "chunk has platform \(platformName), which this worker does not know")
+        }
         return ClaimedChunk(
             id: try row[0].decode(Int64.self), jobID: job.id, appID: job.appID, priority: try row[3].decode(Int.self),
             seq: try row[4].decode(Int.self), kind: ClaimedChunk.Kind(rawValue: try row[5].decode(String.self)) ?? .tokens,
@@ -106,7 +116,7 @@ extension QueueStore {
             tokens: try row[8].decode([String].self), attempt: try row[9].decode(Int.self),
             lastReason: try row[10].decode(String?.self), claims: try row[11].decode(Int.self),
             estimatedTokens: try row[12].decode(Int.self), job: job, jobFailure: try row[20].decode(String?.self),
-            platform: DevicePlatform(rawValue: try row[21].decode(String.self)) ?? .ios)
+            platform: platform)
     }
 
     /// The tokens of a 'range' chunk: the job's audience within the chunk's key range, read at send time.

@@ -116,9 +116,11 @@ extension QueueStore {
                                   \(tally.answered)::int8[], \(tally.bad)::int8[], \(tally.firstSent)::timestamptz[],
                                   \(tally.androidDelivered)::int8[], \(tally.androidFailed)::int8[],
                                   \(tally.totalChange)::int8[], \(tally.androidTotalChange)::int8[], \(tally.removed)::int8[],
-                                  \(tally.added)::int8[], \(tally.cancelled)::int8[])
+                                  \(tally.added)::int8[], \(tally.cancelled)::int8[], \(tally.webDelivered)::int8[],
+                                  \(tally.webFailed)::int8[], \(tally.webTotalChange)::int8[])
                            AS t(job_id, delivered, failed, expired, answered, bad, first_sent, android_delivered, android_failed,
-                                total_change, android_total_change, removed, added, cancelled)
+                                total_change, android_total_change, removed, added, cancelled, web_delivered, web_failed,
+                                web_total_change)
                 )
                 UPDATE push.jobs j
                    SET delivered = j.delivered + d.delivered, failed = j.failed + d.failed, expired = j.expired + d.expired,
@@ -129,6 +131,8 @@ extension QueueStore {
                        answered = j.answered + d.answered, bad_device_tokens = j.bad_device_tokens + d.bad,
                        android_delivered = j.android_delivered + d.android_delivered,
                        android_failed = j.android_failed + d.android_failed,
+                       web_total = j.web_total + d.web_total_change,
+                       web_delivered = j.web_delivered + d.web_delivered, web_failed = j.web_failed + d.web_failed,
                        first_sent_at = least(j.first_sent_at, nullif(d.first_sent, 'epoch'::timestamptz)),
                        state = CASE WHEN j.state = 'running' AND d.drained
                                     THEN \(unescaped: JobFinalState.sql(
@@ -307,6 +311,10 @@ private struct JobTally {
     /// a cancelled job will not send.
     var totalChange: [Int64] = []
     var androidTotalChange: [Int64] = []
+    /// The web platform's part of the same three.
+    var webDelivered: [Int64] = []
+    var webFailed: [Int64] = []
+    var webTotalChange: [Int64] = []
     /// Devices counted at expansion but not found when their key range was read, and the reverse.
     var removed: [Int64] = []
     var added: [Int64] = []
@@ -327,10 +335,12 @@ private struct JobTally {
                 job.append(id)
                 delivered.append(0); failed.append(0); expired.append(0); answered.append(0); bad.append(0)
                 androidDelivered.append(0); androidFailed.append(0)
+                webDelivered.append(0); webFailed.append(0); webTotalChange.append(0)
                 totalChange.append(0); androidTotalChange.append(0); removed.append(0); added.append(0); cancelled.append(0)
                 firstSent.append(Self.nothingSent)
             }
             let android: Int64 = completion.chunk.platform == .android ? 1 : 0
+            let web: Int64 = completion.chunk.platform == .web ? 1 : 0
             // The tokens this chunk stands for now: a 'tokens' chunk's own list (counted in full at expansion or
             // requeue), a range's devices as read (its estimate if it was not read).
             let estimated = Int64(completion.chunk.estimatedTokens)
@@ -341,6 +351,7 @@ private struct JobTally {
                 if change < 0 { removed[slot] -= change } else { added[slot] += change }
                 totalChange[slot] += change
                 androidTotalChange[slot] += change * android
+                webTotalChange[slot] += change * web
             }
             // An active job requeues what it did not finish; a cancelled one drops it, and counts it as not sent.
             if !activeJobs.contains(id) {
@@ -348,17 +359,21 @@ private struct JobTally {
                 cancelled[slot] += dropped
                 totalChange[slot] -= dropped
                 androidTotalChange[slot] -= dropped * android
+                webTotalChange[slot] -= dropped * web
             }
             for outcome in completion.outcomes {
                 if outcome.status == 200 {
                     delivered[slot] += 1
                     androidDelivered[slot] += android
+                    webDelivered[slot] += web
                 } else if outcome.status == 0 && outcome.reason == ChunkCompletion.expiredReason {
                     expired[slot] += 1
                     androidFailed[slot] += android
+                    webFailed[slot] += web
                 } else {
                     failed[slot] += 1
                     androidFailed[slot] += android
+                    webFailed[slot] += web
                 }
                 if outcome.status != 0 {
                     firstSent[slot] = firstSent[slot] == Self.nothingSent ? outcome.sentAt : min(firstSent[slot], outcome.sentAt)

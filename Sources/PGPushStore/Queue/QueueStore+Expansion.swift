@@ -24,7 +24,7 @@ extension QueueStore {
     static let dueJobs = """
         SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.tags, j.fcm, j.activity_ids, j.activity_type,
                j.audience_kind, j.channel_id, j.payload, j.push_type, j.apns_priority, j.expires_at, j.collapse_id,
-               j.failure_reason, j.variants, j.badge
+               j.failure_reason, j.variants, j.badge, j.web, j.web_urgency
           FROM push.jobs j
          WHERE j.state = 'queued' AND j.send_at <= now()
            AND j.app_id NOT IN (SELECT p.id FROM push.apps p WHERE p.paused_reason IS NOT NULL)
@@ -86,17 +86,19 @@ extension QueueStore {
             WITH due AS (
                 SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.activity_ids, j.activity_type,
                        j.audience_kind, j.channel_id, j.tags, j.fcm, j.payload, j.push_type, j.apns_priority,
-                       j.expires_at, j.collapse_id, j.failure_reason, j.variants, j.badge,
+                       j.expires_at, j.collapse_id, j.failure_reason, j.variants, j.badge, j.web, j.web_urgency,
                        a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL AS has_apns,
                        -- A job enqueued before its app had FCM has no Android message to send.
-                       j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm
+                       j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm,
+                       -- Nor a job enqueued before its app had Web Push a web message.
+                       j.web IS NOT NULL AND a.vapid_private_key_path IS NOT NULL AS has_web
                   FROM (\(unescaped: Self.dueJobs) AND \(unescaped: Self.isSmallJob(size: size))
                          ORDER BY j.priority DESC, j.send_at, j.id
                          LIMIT \(limit)
                            FOR UPDATE OF j SKIP LOCKED) j
                   JOIN push.apps a ON a.id = j.app_id
             ), audience AS (
-                SELECT due.id AS job_id, t.token, push.token_platform(t.token, due.has_apns, due.has_fcm) AS platform
+                SELECT due.id AS job_id, t.token, push.token_platform(t.token, due.has_apns, due.has_fcm, due.has_web) AS platform
                   FROM due CROSS JOIN LATERAL unnest(due.tokens) AS t(token)
                  WHERE due.tokens IS NOT NULL AND push.token_in_audience(due.app_id, t.token, due.audience_kind, due.activity_type)
                 UNION ALL
@@ -110,7 +112,8 @@ extension QueueStore {
                               AND d.token_kind = due.audience_kind
                               AND (due.activity_type IS NULL OR d.activity_type = due.activity_type) OFFSET 0) d
                  WHERE due.user_ids IS NOT NULL
-                   AND ((d.platform = 'ios' AND due.has_apns) OR (d.platform = 'android' AND due.has_fcm))
+                   AND ((d.platform = 'ios' AND due.has_apns) OR (d.platform = 'android' AND due.has_fcm)
+                        OR (d.platform = 'web' AND due.has_web))
                 UNION ALL
                 -- A Live Activity update by activity: one probe of devices_by_activity per job.
                 SELECT due.id, d.token, d.platform
@@ -162,12 +165,14 @@ extension QueueStore {
                           estimated_tokens, platform, locked_by IS NOT NULL AS claimed
             ), totals AS (
                 SELECT job_id, sum(estimated_tokens)::int8 AS total,
-                       coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
+                       coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android,
+                       coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'web'), 0)::int8 AS web
                   FROM inserted GROUP BY job_id
             ), started AS (
                 UPDATE push.jobs j
                    SET state = 'running', total = t.total, started_at = now(), audience_at = statement_timestamp(),
-                       android_total = t.android, android_delivered = 0, android_failed = 0
+                       android_total = t.android, android_delivered = 0, android_failed = 0,
+                       web_total = t.web, web_delivered = 0, web_failed = 0
                   FROM totals t
                  WHERE j.id = t.job_id
                 RETURNING j.id
@@ -176,7 +181,7 @@ extension QueueStore {
                 -- A separate update keeps both joins linear: an outer join of the batch against its totals
                 -- was planned as a nested loop, quadratic in the batch.
                 UPDATE push.jobs j
-                   SET state = 'done', total = 0, android_total = 0, started_at = now(), finished_at = now(),
+                   SET state = 'done', total = 0, android_total = 0, web_total = 0, started_at = now(), finished_at = now(),
                        audience_at = statement_timestamp()
                   FROM due
                  WHERE j.id = due.id AND due.id NOT IN (SELECT job_id FROM totals)
@@ -214,7 +219,7 @@ extension QueueStore {
             let due = try await self.run("""
                 SELECT j.id, j.app_id, j.priority, j.tokens IS NOT NULL, j.send_at, j.user_ids, j.tags,
                        a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL, a.fcm_project_id IS NOT NULL AND j.fcm IS NOT NULL,
-                       j.activity_ids, j.activity_type, j.audience_kind
+                       j.activity_ids, j.activity_type, j.audience_kind, a.vapid_private_key_path IS NOT NULL AND j.web IS NOT NULL
                   FROM (\(unescaped: Self.dueJobs)
                            -- A channel job is always expanded with the small ones: it has no device audience.
                            AND j.channel_id IS NULL
@@ -224,14 +229,14 @@ extension QueueStore {
                   JOIN push.apps a ON a.id = j.app_id
                 """, on: connection)
             guard let row = due.first else { return nil }
-            let (jobID, appID, priority, explicit, sendAt, userIDs, tags, hasAPNs, hasFCM, activityIDs, activityType, audienceKind) =
-                try row.decode((Int64, String, Int, Bool, Date, [String]?, [String]?, Bool, Bool, [String]?, String?, String).self)
+            let (jobID, appID, priority, explicit, sendAt, userIDs, tags, hasAPNs, hasFCM, activityIDs, activityType, audienceKind, hasWeb) =
+                try row.decode((Int64, String, Int, Bool, Date, [String]?, [String]?, Bool, Bool, [String]?, String?, String, Bool).self)
 
             let counts: [PostgresRow]
             if explicit {
                 counts = try await self.run("""
                     WITH typed AS (
-                        SELECT t.token, t.ord, push.token_platform(t.token, \(hasAPNs), \(hasFCM)) AS platform
+                        SELECT t.token, t.ord, push.token_platform(t.token, \(hasAPNs), \(hasFCM), \(hasWeb)) AS platform
                           FROM push.jobs j, unnest(j.tokens) WITH ORDINALITY AS t(token, ord)
                          WHERE j.id = \(jobID) AND push.token_in_audience(j.app_id, t.token, j.audience_kind, j.activity_type)
                     ), numbered AS (
@@ -245,6 +250,7 @@ extension QueueStore {
                     )
                     SELECT coalesce(sum(estimated_tokens), 0)::int8, count(*)::int8,
                            coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8,
+                           coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'web'), 0)::int8,
                            statement_timestamp()::text
                       FROM inserted
                     """, on: connection)
@@ -260,7 +266,8 @@ extension QueueStore {
                                count(*) OVER (PARTITION BY d.platform) AS total
                           FROM push.devices d
                          WHERE d.app_id = \(appID)
-                           AND ((d.platform = 'ios' AND \(hasAPNs)) OR (d.platform = 'android' AND \(hasFCM)))
+                           AND ((d.platform = 'ios' AND \(hasAPNs)) OR (d.platform = 'android' AND \(hasFCM))
+                                OR (d.platform = 'web' AND \(hasWeb)))
                            AND (\(userIDs)::text[] IS NULL OR d.user_id = ANY (\(userIDs)::text[]))
                            AND (\(tags)::text[] IS NULL OR d.tags && \(tags)::text[])
                            AND d.token_kind = \(audienceKind)
@@ -281,11 +288,12 @@ extension QueueStore {
                     )
                     SELECT coalesce(sum(estimated_tokens), 0)::int8, count(*)::int8,
                            coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8,
+                           coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'web'), 0)::int8,
                            statement_timestamp()::text
                       FROM inserted
                     """, on: connection)
             }
-            let (total, chunks, android, audienceAt) = try counts[0].decode((Int64, Int64, Int64, String).self)
+            let (total, chunks, android, web, audienceAt) = try counts[0].decode((Int64, Int64, Int64, Int64, String).self)
             // An empty audience has nothing to send: the job is done as soon as it starts. `audience_at` is when
             // the statement that counted the audience took its snapshot (as text: exact to the microsecond); a
             // key range is read later without the devices registered after it (see `tokens(of:)`).
@@ -294,6 +302,7 @@ extension QueueStore {
                    SET state = CASE WHEN \(total) = 0 THEN 'done' ELSE 'running' END,
                        total = \(total), started_at = now(), audience_at = \(audienceAt)::timestamptz,
                        android_total = \(android), android_delivered = 0, android_failed = 0,
+                       web_total = \(web), web_delivered = 0, web_failed = 0,
                        finished_at = CASE WHEN \(total) = 0 THEN now() END
                  WHERE id = \(jobID)
                 """, on: connection)

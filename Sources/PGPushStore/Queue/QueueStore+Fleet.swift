@@ -19,17 +19,27 @@ extension QueueStore {
     public func apps() async throws -> [String: AppRecord] {
         let rows = try await run("""
             SELECT id, coalesce(topic, ''), environment, team_id, key_id, private_key_path, certificate_path, certificate_password_env,
-                   rate_limit, paused_reason, fcm_project_id, fcm_service_account_path
+                   rate_limit, paused_reason, fcm_project_id, fcm_service_account_path, vapid_private_key_path,
+                   vapid_public_key, vapid_subject, web_push_paused_reason
               FROM push.apps
             """)
         var apps: [String: AppRecord] = [:]
         for row in rows {
+            let row = row.makeRandomAccess()
             let (id, topic, environment, teamID, keyID, keyPath, certificatePath, passwordEnv, rateLimit, paused, fcmProject, fcmAccount) =
-                try row.decode((String, String, String, String?, String?, String?, String?, String?, Int?, String?, String?, String?).self)
-            apps[id] = AppRecord(
+                (try row[0].decode(String.self), try row[1].decode(String.self), try row[2].decode(String.self),
+                 try row[3].decode(String?.self), try row[4].decode(String?.self), try row[5].decode(String?.self),
+                 try row[6].decode(String?.self), try row[7].decode(String?.self), try row[8].decode(Int?.self),
+                 try row[9].decode(String?.self), try row[10].decode(String?.self), try row[11].decode(String?.self))
+            var app = AppRecord(
                 id: id, topic: topic, environment: environment, teamID: teamID, keyID: keyID,
                 privateKeyPath: keyPath, certificatePath: certificatePath, certificatePasswordEnv: passwordEnv,
                 rateLimit: rateLimit, pausedReason: paused, fcmProjectID: fcmProject, fcmServiceAccountPath: fcmAccount)
+            app.vapidPrivateKeyPath = try row[12].decode(String?.self)
+            app.vapidPublicKey = try row[13].decode(String?.self)
+            app.vapidSubject = try row[14].decode(String?.self)
+            app.webPushPausedReason = try row[15].decode(String?.self)
+            apps[id] = app
         }
         return apps
     }
@@ -39,6 +49,33 @@ extension QueueStore {
     @discardableResult
     public func pauseApp(_ appID: String, reason: String) async throws -> Bool {
         try await !run(AppStatements.pause(appID, reason: reason, replacingReason: false)).isEmpty
+    }
+
+    /// Pauses an app's Web Push only, with a readable reason: a push service refused its VAPID key. Its web
+    /// tokens wait until `web_push_paused_reason` is cleared (`pgpush apps resume`); its APNs and FCM send on. A
+    /// pause already there keeps its reason. Returns `true` if this call paused it.
+    @discardableResult
+    public func pauseWebPush(_ appID: String, reason: String) async throws -> Bool {
+        try await !run("""
+            UPDATE push.apps SET web_push_paused_reason = \(reason), updated_at = now()
+             WHERE id = \(appID) AND web_push_paused_reason IS NULL
+            RETURNING id
+            """).isEmpty
+    }
+
+    /// The keys of the web subscriptions among `tokens` (their endpoints), by endpoint: what each message is
+    /// encrypted for. An endpoint that is not a registered subscription of the app is missing.
+    public func webPushKeys(appID: String, tokens: [String]) async throws -> [String: WebPushKeys] {
+        let rows = try await run("""
+            SELECT d.token, d.web_p256dh, d.web_auth FROM push.devices d
+             WHERE d.app_id = \(appID) AND d.token = ANY (\(tokens)::text[]) AND d.platform = 'web'
+            """)
+        var keys: [String: WebPushKeys] = [:]
+        for row in rows {
+            let (token, p256dh, auth) = try row.decode((String, String, String).self)
+            keys[token] = WebPushKeys(p256dh: p256dh, auth: auth)
+        }
+        return keys
     }
 
     /// Sends a notification on `channel` (a listener's self-test; producers' notifications come from triggers).

@@ -119,11 +119,13 @@ extension QueueStore {
                 RETURNING c.id, c.job_id, c.estimated_tokens, c.platform
             ), per_job AS (
                 SELECT job_id, sum(estimated_tokens)::int8 AS tokens,
-                       coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android
+                       coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android,
+                       coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'web'), 0)::int8 AS web
                   FROM dropped GROUP BY job_id
             ), counted AS (
                 UPDATE push.jobs j
                    SET total = j.total - per_job.tokens, android_total = j.android_total - per_job.android,
+                       web_total = j.web_total - per_job.web,
                        cancelled_tokens = j.cancelled_tokens + per_job.tokens
                   FROM per_job
                  WHERE j.id = per_job.job_id

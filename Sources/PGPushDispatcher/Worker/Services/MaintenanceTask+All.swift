@@ -18,7 +18,7 @@ extension MaintenanceTask {
             },
             MaintenanceTask(name: "pause sync", interval: every, leaderOnly: false) {
                 let apps = try await worker.store.apps()
-                worker.appHealth.sync(pausedInDatabase: Set(apps.values.filter { $0.pausedReason != nil }.map(\.id)))
+                worker.appHealth.sync(pausedInDatabase: PauseTarget.paused(in: apps.values))
                 worker.metrics.pausedApps.record(apps.values.count { $0.pausedReason != nil })
                 worker.metrics.heldNotifications.record(worker.machine.withLock(\.held))
             },

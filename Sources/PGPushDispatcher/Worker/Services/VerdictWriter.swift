@@ -22,13 +22,24 @@ struct VerdictWriter: Service {
     }
 
     private func writePauses() async {
-        for (app, reason) in worker.appHealth.drainPauses() {
-            worker.logger.error("pausing app after repeated APNs configuration errors", metadata: ["app": "\(app)", "reason": "\(reason)"])
+        for (target, reason) in worker.appHealth.drainPauses() {
+            let app = target.appID
+            if target.webPushOnly {
+                worker.logger.error("pausing the app's Web Push after push services refused its VAPID token", metadata: [
+                    "app": "\(app)", "reason": "\(reason)",
+                ])
+            } else {
+                worker.logger.error("pausing app after repeated configuration errors", metadata: ["app": "\(app)", "reason": "\(reason)"])
+            }
             do {
-                _ = try await worker.store.pauseApp(app, reason: reason)
+                if target.webPushOnly {
+                    _ = try await worker.store.pauseWebPush(app, reason: reason)
+                } else {
+                    _ = try await worker.store.pauseApp(app, reason: reason)
+                }
             } catch {
                 worker.logger.warning("could not write the pause yet; retrying", metadata: ["app": "\(app)"])
-                worker.appHealth.retryPause(app, reason: reason)
+                worker.appHealth.retryPause(target, reason: reason)
             }
         }
     }
