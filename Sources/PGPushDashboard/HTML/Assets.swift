@@ -4,10 +4,10 @@ enum Assets {
     /// inline styles, so bars and charts are SVG shapes sized by attributes and coloured by these classes.
     static let css = """
         :root { --bg: #ffffff; --fg: #1d2330; --muted: #5f6b7a; --line: #d9dee5; --panel: #f5f7fa;
-          --ios: #2f6fde; --android: #2e9e5b; --fail: #d2453a; --pending: #c9d1dc; --link: #1f5fc9; --bad: #b42318; }
+          --ios: #2f6fde; --android: #2e9e5b; --web: #8a4fd6; --fail: #d2453a; --pending: #c9d1dc; --link: #1f5fc9; --bad: #b42318; }
         @media (prefers-color-scheme: dark) {
           :root { --bg: #11151c; --fg: #e5e9f0; --muted: #9aa5b4; --line: #2b323d; --panel: #1a2029;
-            --ios: #6b9cf2; --android: #52c785; --fail: #f07167; --pending: #3a4452; --link: #8db4ff; --bad: #ff8a80; }
+            --ios: #6b9cf2; --android: #52c785; --web: #b995f5; --fail: #f07167; --pending: #3a4452; --link: #8db4ff; --bad: #ff8a80; }
         }
         * { box-sizing: border-box; }
         body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg); color: var(--fg); }
@@ -35,11 +35,12 @@ enum Assets {
         button { cursor: pointer; background: var(--panel); }
         form.action { display: inline-flex; gap: .4em; margin: .3em .5em .3em 0; }
         pre { background: var(--panel); border: 1px solid var(--line); padding: .8em; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
-        svg .ios { fill: var(--ios); } svg .android { fill: var(--android); } svg .fail { fill: var(--fail); }
+        svg .ios { fill: var(--ios); } svg .android { fill: var(--android); } svg .web { fill: var(--web); } svg .fail { fill: var(--fail); }
         svg .pending { fill: var(--pending); } svg .line-ios { stroke: var(--ios); fill: none; stroke-width: 2; }
-        svg .line-android { stroke: var(--android); fill: none; stroke-width: 2; } svg .grid { stroke: var(--line); }
+        svg .line-android { stroke: var(--android); fill: none; stroke-width: 2; } svg .line-web { stroke: var(--web); fill: none; stroke-width: 2; }
+        svg .grid { stroke: var(--line); }
         svg text { fill: var(--muted); font-size: 11px; }
-        .legend .ios { color: var(--ios); } .legend .android { color: var(--android); } .legend .fail { color: var(--fail); }
+        .legend .ios { color: var(--ios); } .legend .android { color: var(--android); } .legend .web { color: var(--web); } .legend .fail { color: var(--fail); }
         dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .3em 1.2em; }
         dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
         .pager { margin: .8em 0; }

@@ -21,7 +21,7 @@ enum Charts {
         for (minute, label, anchor) in [(0, "−60 min", "start"), (30, "−30 min", "middle"), (59, "now", "end")] {
             shapes.append("<text x=\"\(fmt(x(minute)))\" y=\"\(fmt(height - 6))\" text-anchor=\"\(anchor)\">\(label)</text>")
         }
-        for platform in ["ios", "android"] {
+        for platform in Platforms.all {
             guard let series = counts[platform] else { continue }
             let points = series.enumerated().map { "\(fmt(x($0.offset))),\(fmt(y($0.element)))" }.joined(separator: " ")
             shapes.append("<polyline class=\"line-\(platform)\" points=\"\(points)\"><title>\(platform) sends per minute</title></polyline>")
@@ -32,7 +32,8 @@ enum Charts {
             """
     }
 
-    /// A job's progress split by platform: delivered and failed of iOS, then of Android, then what is pending.
+    /// A job's progress split by platform: delivered and failed of iOS, then of Android, then of the web, then
+    /// what is pending.
     static func progress(_ job: DashboardJobRow) -> HTML {
         let width = 160.0, height = 12.0
         let done = job.delivered + job.failed
@@ -42,6 +43,7 @@ enum Charts {
         }
         let parts: [(String, Int64)] = [
             ("ios", job.iosDelivered), ("fail", job.iosFailed), ("android", job.androidDelivered), ("fail", job.androidFailed),
+            ("web", job.webDelivered), ("fail", job.webFailed),
         ]
         var x = 0.0
         var rects: [HTML] = ["<rect class=\"pending\" width=\"\(Int(width))\" height=\"\(Int(height))\"/>"]
@@ -51,7 +53,8 @@ enum Charts {
             x += w
         }
         let label = "iOS \(Format.count(job.iosDelivered)) delivered, \(Format.count(job.iosFailed)) failed; "
-            + "Android \(Format.count(job.androidDelivered)) delivered, \(Format.count(job.androidFailed)) failed; of \(Format.count(total))"
+            + "Android \(Format.count(job.androidDelivered)) delivered, \(Format.count(job.androidFailed)) failed; "
+            + "Web \(Format.count(job.webDelivered)) delivered, \(Format.count(job.webFailed)) failed; of \(Format.count(total))"
         return "<svg class=\"bar\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"\(label)\"><title>\(label)</title>\(rects.joined())</svg>"
     }
 
@@ -63,5 +66,25 @@ enum Charts {
         while magnitude * 10 <= value { magnitude *= 10 }
         for step in [1, 2, 5, 10] as [Int64] where step * magnitude >= value { return step * magnitude }
         return value
+    }
+}
+
+/// The platforms a device, a delivery or a job's part can have, in the order every page lists them.
+enum Platforms {
+    static let all = ["ios", "android", "web"]
+
+    /// How the legends name them.
+    static func label(_ platform: String) -> String {
+        switch platform {
+        case "ios": "iOS (APNs)"
+        case "android": "Android (FCM)"
+        case "web": "Web (Web Push)"
+        default: platform
+        }
+    }
+
+    /// A platform filter's value when it is one of ``all``; anything else is no filter.
+    static func parse(_ value: String?) -> String? {
+        value.flatMap { all.contains($0) ? $0 : nil }
     }
 }

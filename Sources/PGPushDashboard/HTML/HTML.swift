@@ -62,3 +62,8 @@ public struct HTML: Sendable, Hashable, ExpressibleByStringInterpolation, Custom
 extension Array where Element == HTML {
     func joined() -> HTML { HTML(trusted: map(\.rendered).joined()) }
 }
+
+extension Array where Element == HTML {
+    /// Joined with markup between them (a literal of this module, like `" · "`).
+    func joined(separator: HTML) -> HTML { HTML(trusted: map(\.rendered).joined(separator: separator.rendered)) }
+}

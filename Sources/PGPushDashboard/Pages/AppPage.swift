@@ -1,7 +1,8 @@
 import Foundation
 import PGPushStore
 
-/// `/apps/<id>`: settings, pause and who made it, the safety valve, prune candidates, failures over 24 h.
+/// `/apps/<id>`: settings, pause and who made it, a pause of its Web Push alone, the safety valve, prune candidates,
+/// failures over 24 h.
 enum AppPage {
     static func render(_ app: DashboardAppDetail, _ context: PageContext, valveShare: Double, minimumAnswers: Int64) -> Page {
         let share = app.windowAnswered > 0 ? Double(app.windowBadDeviceTokens) / Double(app.windowAnswered) : 0
@@ -12,6 +13,19 @@ enum AppPage {
             HTML("<span class=\"paused\" id=\"pause-reason\">paused: \(reason)</span> since \(Format.time(app.pausedAt)), by \(app.pausedBy ?? "a worker or pgpush apps pause (no pause_app row in push.operator_audit)")")
         } ?? "active"
         let auth = app.apnsAuth == "none" ? "no APNs credential" : "APNs \(app.apnsAuth) auth"
+        // Web Push's own pause: the workers set it when a push service refuses the VAPID credential (401/403).
+        // It is shown apart from the app's pause: APNs and FCM go on sending.
+        let webPush: HTML
+        if !app.webPushConfigured {
+            webPush = "not configured"
+        } else {
+            let subject: HTML = app.vapidSubject.map { HTML("subject \($0)") } ?? "no subject"
+            let key: HTML = app.vapidPublicKey.map { HTML("; public key (applicationServerKey) <code id=\"vapid-public-key\">\($0)</code>") } ?? .empty
+            let state: HTML = app.webPushPausedReason.map { reason in
+                HTML("<br><span class=\"paused\" id=\"web-push-pause-reason\">Web Push paused: \(reason)</span> <span class=\"note\">(only web devices wait; APNs and FCM keep sending; resuming the app lifts it)</span>")
+            } ?? "<br>sending"
+            webPush = "VAPID, \(subject)\(key)\(state)"
+        }
         let facts: HTML = """
             <dl class="facts">
             <dt>Topic</dt><dd>\(app.topic ?? "—")</dd>
@@ -19,6 +33,7 @@ enum AppPage {
             <dt>Authentication</dt><dd>\(auth)\(app.fcmProjectID.map { HTML("; FCM project \($0)") } ?? .empty)</dd>
             <dt>Rate limit</dt><dd>\(app.rateLimit.map { "\(Format.count(Int64($0))) notifications/s" } ?? "unlimited")</dd>
             <dt>Status</dt><dd>\(pause)</dd>
+            <dt>Web Push</dt><dd id="web-push">\(webPush)</dd>
             <dt>Safety valve window</dt><dd>\(valve)</dd>
             <dt>Prune candidates</dt><dd>\(Format.count(app.suppressedPruneCandidates)) suppressed by the valve, \(Format.count(app.waitingPruneCandidates)) waiting</dd>
             </dl>
@@ -26,9 +41,15 @@ enum AppPage {
         let appPath = "/apps/" + FormData.percentEncode(app.id)
         var actions: HTML = .empty
         if context.allowActions {
-            actions = app.pausedReason == nil
-                ? "<form class=\"action\" method=\"post\" action=\"\(context.link(appPath + "/pause"))\"><input name=\"reason\" required maxlength=\"500\" placeholder=\"reason\"><button type=\"submit\">Pause app</button></form>"
-                : "<form class=\"action\" method=\"post\" action=\"\(context.link(appPath + "/resume"))\"><button type=\"submit\">Resume app</button></form>"
+            let resume: HTML = "<form class=\"action\" method=\"post\" action=\"\(context.link(appPath + "/resume"))\"><button type=\"submit\" id=\"resume\">\(app.pausedReason == nil ? "Resume Web Push" : "Resume app")</button></form>"
+            let pauseForm: HTML = "<form class=\"action\" method=\"post\" action=\"\(context.link(appPath + "/pause"))\"><input name=\"reason\" required maxlength=\"500\" placeholder=\"reason\"><button type=\"submit\">Pause app</button></form>"
+            // A paused app offers its resume (which lifts a Web Push pause too); an app whose Web Push alone is
+            // paused offers both: resuming its Web Push, and pausing the whole app.
+            switch (app.pausedReason, app.webPushPausedReason) {
+            case (nil, nil): actions = pauseForm
+            case (nil, _?): actions = resume + pauseForm
+            case (_?, _): actions = resume
+            }
         }
         let failures = DataTable(
             name: "failures", columns: ["platform", "status", "reason", "count", "hint"],

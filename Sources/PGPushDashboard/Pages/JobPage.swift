@@ -32,13 +32,14 @@ enum JobPage {
             rows: [
                 [.text("ios"), .integer(job.iosTotal), .integer(job.iosDelivered), .integer(job.iosFailed), .integer(d.prunedByPlatform["ios"] ?? 0)],
                 [.text("android"), .integer(job.androidTotal ?? (job.total == nil ? nil : 0)), .integer(job.androidDelivered), .integer(job.androidFailed), .integer(d.prunedByPlatform["android"] ?? 0)],
+                [.text("web"), .integer(job.webTotal ?? (job.total == nil ? nil : 0)), .integer(job.webDelivered), .integer(job.webFailed), .integer(d.prunedByPlatform["web"] ?? 0)],
             ], numeric: [1, 2, 3, 4])
         // Opens beside the deliveries, once an app has reported one: before that (and for apps that report
         // none) a column of zeros would read as "nobody opened it".
         if d.opened > 0 {
             platforms.columns += ["opened", "open rate"]
             platforms.numeric.formUnion([5, 6])
-            for (i, platform) in ["ios", "android"].enumerated() {
+            for (i, platform) in Platforms.all.enumerated() {
                 let e = d.engagement[platform]
                 platforms.rows[i] += [.integer(e?.opened ?? 0), openRate(e?.openRate)]
             }
@@ -65,7 +66,7 @@ enum JobPage {
             \(Layout.table(platforms, context))
             <h2>Outcomes by reason</h2>
             \(Layout.table(reasons, context, empty: "No outcome recorded yet."))
-            <details id="payload"><summary>Payload</summary><pre>\(d.payload)</pre>\(d.fcm.map { HTML("<p>FCM message</p><pre>\($0)</pre>") } ?? .empty)</details>
+            <details id="payload"><summary>Payload</summary><pre>\(d.payload)</pre>\(d.fcm.map { HTML("<p>FCM message</p><pre>\($0)</pre>") } ?? .empty)\(webMessage(d))</details>
             """
         return Page(title: "Job \(job.id)", body: body, tables: [platforms, reasons], live: active)
     }
@@ -76,6 +77,15 @@ enum JobPage {
     static func canResend(_ d: DashboardJobDetail, now: Date = Date()) -> Bool {
         (d.job.state == "done" || d.job.state == "failed") && d.job.failed > 0 && d.channel == nil
             && !(d.expiresAt.map { $0 <= now } ?? false)
+    }
+
+    /// The job's own Web Push message and urgency, when it has them (otherwise the workers derive the message from
+    /// the APNs payload: title, body, and the payload's other keys as `data`).
+    static func webMessage(_ d: DashboardJobDetail) -> HTML {
+        guard d.web != nil || d.webUrgency != nil else { return .empty }
+        let urgency: HTML = d.webUrgency.map { HTML(" <span class=\"note\">(urgency \($0))</span>") } ?? .empty
+        let message: HTML = d.web.map { HTML("<pre id=\"web-message\">\($0)</pre>") } ?? HTML("<p class=\"note\">derived from the payload</p>")
+        return "<p>Web Push message\(urgency)</p>\(message)"
     }
 
     static func jobLink(_ id: Int64, _ context: PageContext) -> HTML {

@@ -9,7 +9,7 @@ enum JobsPage {
     static func filter(_ q: FormData, pageSize: Int) -> DashboardJobFilter {
         DashboardJobFilter(
             app: q["app"], state: q["state"].flatMap { states.contains($0) ? $0 : nil },
-            platform: q["platform"].flatMap { ["ios", "android"].contains($0) ? $0 : nil },
+            platform: Platforms.parse(q["platform"]),
             priority: q["priority"].flatMap { Int32($0) }, from: q["from"].flatMap(DateInput.parse),
             to: q["to"].flatMap(DateInput.parse), jobID: q["job"].flatMap { Int64($0) }, idempotencyKey: q["key"],
             labels: q.all("label").compactMap(label), before: q["before"].flatMap { Int64($0) }, limit: pageSize)
@@ -79,7 +79,7 @@ enum JobsPage {
             <form class="filters" method="get" action="\(context.link("/jobs"))">
             <label>App<input name="app" value="\(q["app"])" size="12"></label>
             <label>State<select name="state">\((["" ] + states).map { option($0, q["state"] ?? "") })</select></label>
-            <label>Platform<select name="platform">\(["", "ios", "android"].map { option($0, q["platform"] ?? "") })</select></label>
+            <label>Platform<select name="platform">\(([""] + Platforms.all).map { option($0, q["platform"] ?? "") })</select></label>
             <label>Priority<input name="priority" value="\(q["priority"])" size="4" inputmode="numeric"></label>
             <label>Created from (UTC)<input name="from" value="\(q["from"])" placeholder="2026-11-25" size="16"></label>
             <label>to<input name="to" value="\(q["to"])" placeholder="2026-11-26T12:00" size="16"></label>
@@ -97,7 +97,7 @@ enum JobsPage {
         }
         let body: HTML = """
             \(form)
-            <p class="legend"><span class="ios">■ iOS delivered</span> · <span class="android">■ Android delivered</span> · <span class="fail">■ failed</span> · pending in grey</p>
+            <p class="legend"><span class="ios">■ iOS delivered</span> · <span class="android">■ Android delivered</span> · <span class="web">■ Web delivered</span> · <span class="fail">■ failed</span> · pending in grey</p>
             \(Layout.table(table, context, empty: "No job matches."))
             <p class="pager">\(pager.map { $0 + " " })</p>
             """

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A short hint per APNs or FCM reason: what it usually means, and what to do. The outcomes page links each
+/// A short hint per APNs, FCM or Web Push reason: what it usually means, and what to do. The outcomes page links each
 /// reason to its hint (`/outcomes#hint-REASON`).
 enum Remediation {
     static let hints: [(reason: String, hint: String)] = [
@@ -30,6 +30,11 @@ enum Remediation {
         ("UNAVAILABLE", "FCM was overloaded: retried with backoff, nothing to do unless it persists."),
         ("INTERNAL", "FCM's internal error: retried with backoff, nothing to do unless it persists."),
         ("UNAUTHENTICATED", "FCM refused the access token: check the service-account JSON (pgpush renews the token once before pausing)."),
+        ("EndpointNotAllowed", "Web Push: the subscription's endpoint is not on a public push service (Google, Mozilla, Apple, Microsoft) nor allowed with --web-push-allow-origin: nothing was sent to it. Allow the origin only if it is a push service you run (a simulator)."),
+        ("BadJwtToken", "Web Push (Apple): the VAPID token was refused, most often for its subject: use mailto:someone@your-domain or an https URL, without spaces, angle brackets, localhost or .local. The app's Web Push is paused: fix it, then resume the app."),
+        ("VapidPkHashMismatch", "Web Push (Apple): the subscription was made with another VAPID public key (applicationServerKey): the browser must subscribe again with the app's key."),
+        ("Gone", "Web Push: the browser unsubscribed or the subscription expired (410): the device is pruned, nothing to do."),
+        ("NotFound", "Web Push: the subscription is unknown to its push service (404): the device is pruned, nothing to do."),
     ]
 
     static func hint(for reason: String?) -> String? {

@@ -58,7 +58,7 @@ enum OutcomesPage {
         let rangeOptions = ranges.map { r in
             HTML("<option value=\"\(r.key)\"\(r.key == selected ? HTML(" selected") : .empty)>last \(r.key)</option>")
         }.joined()
-        let platformOptions = ["", "ios", "android"].map { p in
+        let platformOptions = ([""] + Platforms.all).map { p in
             HTML("<option value=\"\(p)\"\(p == (q["platform"] ?? "") ? HTML(" selected") : .empty)>\(p.isEmpty ? "any" : p)</option>")
         }.joined()
         let present = Set(rows.compactMap(\.reason))

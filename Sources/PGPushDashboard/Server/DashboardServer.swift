@@ -130,7 +130,7 @@ public final class DashboardServer: Service, Sendable {
         let q = context.query
         let range = OutcomesPage.range(q)
         let now = Date()
-        let platform = q["platform"].flatMap { ["ios", "android"].contains($0) ? $0 : nil }
+        let platform = Platforms.parse(q["platform"])
         let (app, reason, store) = (q["app"], q["reason"], self.store)
         let key = [range.key, app ?? "", platform ?? "", reason ?? ""].joined(separator: "\u{0}")
         let windows = OutcomesPage.dayWindows(from: now.addingTimeInterval(-range.seconds), to: now.addingTimeInterval(60))

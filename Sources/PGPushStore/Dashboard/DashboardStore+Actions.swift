@@ -80,19 +80,42 @@ extension DashboardStore {
         }
     }
 
-    /// ``OperatorStore/resumeApp(_:)`` (`pgpush apps resume`), audited when the app was paused.
+    /// ``OperatorStore/resumeApp(_:)`` (`pgpush apps resume`), audited when the app was paused. Like `pgpush apps
+    /// resume`, it also lifts a pause of the app's Web Push alone (`web_push_paused_reason`, set by the workers
+    /// when a push service refused its VAPID credential); the audit row's detail then names it and its reason.
     public func resumeApp(_ appID: String, user: String) async throws -> DashboardActionResult {
         try await write { connection in
             guard try await isGranted(appID, connection) else { return .notFound }
+            let webPause = try await resumeWebPush(appID, connection)
             let store = OperatorStore(connection: connection, logger: logger)
             switch try await store.resumeApp(appID) {
             case nil: return .notFound
-            case false?: return .unchanged
-            case true?:
-                try await audit(connection, user: user, action: "resume_app", appID: appID, detail: nil)
+            case false? where webPause == nil: return .unchanged
+            case let appWasPaused?:
+                let detail = webPause.map { reason in
+                    (appWasPaused ? "the app and its Web Push" : "Web Push only") + " (Web Push was paused: \(reason))"
+                }
+                try await audit(connection, user: user, action: "resume_app", appID: appID, detail: detail)
                 return .done
             }
         }
+    }
+
+    /// Clears the app's Web Push pause; returns its reason, or nil when its Web Push was not paused. Read first
+    /// and updated only when set, so that a resume of an app whose Web Push is not paused needs no privilege on
+    /// the column.
+    private func resumeWebPush(_ appID: String, _ connection: PostgresConnection) async throws -> String? {
+        let paused = try await connection.query("""
+            SELECT web_push_paused_reason FROM push.apps WHERE id = \(appID) AND web_push_paused_reason IS NOT NULL
+            """, logger: logger).collect()
+        guard !paused.isEmpty else { return nil }
+        // The old reason from a self-join: RETURNING sees only the new values.
+        return try await connection.query("""
+            UPDATE push.apps a SET web_push_paused_reason = NULL, updated_at = now()
+              FROM push.apps old
+             WHERE a.id = \(appID) AND old.id = a.id AND a.web_push_paused_reason IS NOT NULL
+            RETURNING old.web_push_paused_reason
+            """, logger: logger).collect().first?.decode(String?.self)
     }
 
     /// The table's `actor` is the database login by default; the dashboard's rows name its user as well, since

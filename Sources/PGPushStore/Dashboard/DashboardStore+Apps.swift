@@ -9,6 +9,14 @@ public struct DashboardAppDetail: Sendable, Codable {
     /// `token` (.p8), `certificate`, or `none` for an Android-only app; FCM is listed beside it.
     public var apnsAuth: String
     public var fcmProjectID: String?
+    /// Web Push (migration 0027): whether the app has a VAPID private key (workers send to its web devices),
+    /// its VAPID public key (the website's `applicationServerKey`, base64url) and its subject.
+    public var webPushConfigured: Bool
+    public var vapidPublicKey: String?
+    public var vapidSubject: String?
+    /// Set by the workers when a push service refused the app's VAPID credential (401/403): only its Web Push
+    /// waits, APNs and FCM keep sending. Independent of ``pausedReason``, the whole app's pause.
+    public var webPushPausedReason: String?
     public var rateLimit: Int32?
     public var pausedReason: String?
     public var pausedAt: Date?
@@ -38,12 +46,14 @@ extension DashboardReader {
             SELECT id, topic, environment,
                    CASE WHEN private_key_path IS NOT NULL THEN 'token'
                         WHEN certificate_path IS NOT NULL THEN 'certificate' ELSE 'none' END,
-                   fcm_project_id, rate_limit, paused_reason, paused_at, valve_reset_at
+                   fcm_project_id, rate_limit, paused_reason, paused_at, valve_reset_at,
+                   vapid_private_key_path IS NOT NULL, vapid_public_key, vapid_subject,
+                   web_push_paused_reason
               FROM push.apps
              WHERE id = \(appID) AND (\(granted)::text[] IS NULL OR id = ANY (\(granted)::text[]))
             """).first else { return nil }
-        let (id, topic, environment, auth, fcm, rate, reason, pausedAt, resetAt) =
-            try row.decode((String, String?, String, String, String?, Int32?, String?, Date?, Date?).self)
+        let (id, topic, environment, auth, fcm, rate, reason, pausedAt, resetAt, webPush, vapidKey, vapidSubject, webPaused) =
+            try row.decode((String, String?, String, String, String?, Int32?, String?, Date?, Date?, Bool, String?, String?, String?).self)
 
         var pausedBy: String?
         if let pausedAt {
@@ -73,14 +83,16 @@ extension DashboardReader {
             """).decode((Int64, Int64).self)
 
         let since = now.addingTimeInterval(-86_400)
+        // Not delivered: APNs and FCM answer 200, a push service 201 (any 2xx).
         let failures = try await run("""
             SELECT platform, status, reason, count(*) FROM push.deliveries
-             WHERE app_id = \(id) AND sent_at >= \(since)::timestamptz AND status <> 200
+             WHERE app_id = \(id) AND sent_at >= \(since)::timestamptz AND status NOT BETWEEN 200 AND 299
              GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3 LIMIT 20
             """).map(DashboardReasonCount.init(row:))
 
         return DashboardAppDetail(
-            id: id, topic: topic, environment: environment, apnsAuth: auth, fcmProjectID: fcm, rateLimit: rate,
+            id: id, topic: topic, environment: environment, apnsAuth: auth, fcmProjectID: fcm,
+            webPushConfigured: webPush, vapidPublicKey: vapidKey, vapidSubject: vapidSubject, webPushPausedReason: webPaused, rateLimit: rate,
             pausedReason: reason, pausedAt: pausedAt, pausedBy: pausedBy, windowAnswered: window.0,
             windowBadDeviceTokens: window.1, suppressedPruneCandidates: candidates.0,
             waitingPruneCandidates: candidates.1, failures: failures)

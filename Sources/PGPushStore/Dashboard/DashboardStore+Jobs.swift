@@ -6,7 +6,7 @@ import PostgresNIO
 public struct DashboardJobFilter: Sendable, Hashable, Codable {
     public var app: String?
     public var state: String?
-    /// `ios` or `android`: jobs whose audience has that platform.
+    /// `ios`, `android` or `web`: jobs whose audience has that platform.
     public var platform: String?
     public var priority: Int32?
     /// Created at or after / before.
@@ -80,15 +80,20 @@ public struct DashboardJobRow: Sendable, Codable {
     public var androidTotal: Int64?
     public var androidDelivered: Int64
     public var androidFailed: Int64
+    /// Web Push's part (migration 0027; 0 for a job expanded before it).
+    public var webTotal: Int64?
+    public var webDelivered: Int64
+    public var webFailed: Int64
     public var createdAt: Date
     public var finishedAt: Date?
     public var idempotencyKey: String?
     /// Its labels, sorted by key.
     public var labels: [DashboardLabel]
 
-    public var iosTotal: Int64? { total.map { $0 - (androidTotal ?? 0) } }
-    public var iosDelivered: Int64 { delivered - androidDelivered }
-    public var iosFailed: Int64 { failed - androidFailed }
+    /// iOS is what is left: total − Android − web.
+    public var iosTotal: Int64? { total.map { $0 - (androidTotal ?? 0) - (webTotal ?? 0) } }
+    public var iosDelivered: Int64 { delivered - androidDelivered - webDelivered }
+    public var iosFailed: Int64 { failed - androidFailed - webFailed }
 }
 
 /// A job's page.
@@ -102,6 +107,10 @@ public struct DashboardJobDetail: Sendable, Codable {
     public var failureReason: String?
     public var payload: String
     public var fcm: String?
+    /// The job's explicit Web Push message (`push.enqueue(..., web =>)`), and its `web_urgency`; nil when the
+    /// workers derive the message from the APNs payload, or for a job from before migration 0027.
+    public var web: String?
+    public var webUrgency: String?
     /// A broadcast on a channel (no device tokens).
     public var channel: String?
     /// The job that replaced this one (push.enqueue's replace_key), and the job this one resends the failures of.
@@ -159,7 +168,9 @@ extension DashboardReader {
                AND (\(labels)::jsonb IS NULL OR labels @> \(labels)::jsonb)
                AND (\(f.platform)::text IS NULL
                     OR (\(f.platform)::text = 'android' AND coalesce(android_total, 0) > 0)
-                    OR (\(f.platform)::text = 'ios' AND (total IS NULL OR total > coalesce(android_total, 0))))
+                    OR (\(f.platform)::text = 'web' AND coalesce(web_total, 0) > 0)
+                    OR (\(f.platform)::text = 'ios'
+                        AND (total IS NULL OR total > coalesce(android_total, 0) + coalesce(web_total, 0))))
              ORDER BY id DESC LIMIT \(f.limit + 1)
             """).map(DashboardJobRow.init(row:))
     }
@@ -168,24 +179,28 @@ extension DashboardReader {
     public func job(_ jobID: Int64) async throws -> DashboardJobDetail? {
         guard let row = try await run("""
             SELECT \(unescaped: DashboardJobRow.columns), send_at, started_at, first_sent_at, expires_at, push_type,
-                   failure_reason, payload::text, fcm::text, channel, replaced_by, resent_from
+                   failure_reason, payload::text, fcm::text, channel, replaced_by, resent_from,
+                   web::text, web_urgency
               FROM push.jobs
              WHERE id = \(jobID) AND (\(granted)::text[] IS NULL OR app_id = ANY (\(granted)::text[]))
             """).first else { return nil }
         let job = try DashboardJobRow(row: row)
-        // Past the 15 columns of the row type; PostgresNIO decodes tuples of at most 15 columns.
+        // Past the columns of the row type, by position: PostgresNIO decodes tuples of at most 15 columns.
         let cells = PostgresRandomAccessRow(row)
-        let sendAt = try cells[15].decode(Date.self, context: .default)
-        let startedAt = try cells[16].decode(Date?.self, context: .default)
-        let firstSent = try cells[17].decode(Date?.self, context: .default)
-        let expires = try cells[18].decode(Date?.self, context: .default)
-        let pushType = try cells[19].decode(String.self, context: .default)
-        let failure = try cells[20].decode(String?.self, context: .default)
-        let payload = try cells[21].decode(String.self, context: .default)
-        let fcm = try cells[22].decode(String?.self, context: .default)
-        let channel = try cells[23].decode(String?.self, context: .default)
-        let replacedBy = try cells[24].decode(Int64?.self, context: .default)
-        let resentFrom = try cells[25].decode(Int64?.self, context: .default)
+        let n = DashboardJobRow.columnCount
+        let sendAt = try cells[n].decode(Date.self, context: .default)
+        let startedAt = try cells[n + 1].decode(Date?.self, context: .default)
+        let firstSent = try cells[n + 2].decode(Date?.self, context: .default)
+        let expires = try cells[n + 3].decode(Date?.self, context: .default)
+        let pushType = try cells[n + 4].decode(String.self, context: .default)
+        let failure = try cells[n + 5].decode(String?.self, context: .default)
+        let payload = try cells[n + 6].decode(String.self, context: .default)
+        let fcm = try cells[n + 7].decode(String?.self, context: .default)
+        let channel = try cells[n + 8].decode(String?.self, context: .default)
+        let replacedBy = try cells[n + 9].decode(Int64?.self, context: .default)
+        let resentFrom = try cells[n + 10].decode(Int64?.self, context: .default)
+        let web = try cells[n + 11].decode(String?.self, context: .default)
+        let webUrgency = try cells[n + 12].decode(String?.self, context: .default)
         // jobs_resent_from serves this.
         let resends = try await run("""
             SELECT id FROM push.jobs
@@ -217,7 +232,8 @@ extension DashboardReader {
         }
         return DashboardJobDetail(
             job: job, sendAt: sendAt, startedAt: startedAt, firstSentAt: firstSent, expiresAt: expires,
-            pushType: pushType, failureReason: failure, payload: payload, fcm: fcm, channel: channel,
+            pushType: pushType, failureReason: failure, payload: payload, fcm: fcm, web: web, webUrgency: webUrgency,
+            channel: channel,
             replacedBy: replacedBy, resentFrom: resentFrom, resends: resends, reasons: reasons,
             prunedByPlatform: pruned, engagement: try await engagement(jobID))
     }
@@ -237,20 +253,24 @@ extension DashboardReader {
 }
 
 extension DashboardJobRow {
-    /// The columns ``init(row:)`` decodes, in its order (15 of them).
+    /// The columns ``init(row:)`` decodes, in its order (``columnCount`` of them).
     static let columns = """
         id, app_id, state, priority, total, delivered, failed + expired, pruned, android_total, android_delivered,
-        android_failed, created_at, finished_at, idempotency_key, labels::text
+        android_failed, created_at, finished_at, idempotency_key, labels::text, web_total, web_delivered, web_failed
         """
+    static let columnCount = 18
 
     init(row: PostgresRow) throws {
-        let (id, app, state, priority, total, delivered, failed, pruned, androidTotal, androidDelivered, androidFailed,
-             created, finished, key, labels) = try row.decode(
-            (Int64, String, String, Int32, Int64?, Int64, Int64, Int64, Int64?, Int64, Int64, Date, Date?, String?, String?).self)
+        // By position: PostgresNIO decodes tuples of at most 15 columns.
+        let c = PostgresRandomAccessRow(row)
+        func cell<T: PostgresDecodable>(_ i: Int, _ type: T.Type) throws -> T { try c[i].decode(T.self, context: .default) }
         self.init(
-            id: id, appID: app, state: state, priority: priority, total: total, delivered: delivered, failed: failed,
-            pruned: pruned, androidTotal: androidTotal, androidDelivered: androidDelivered,
-            androidFailed: androidFailed, createdAt: created, finishedAt: finished, idempotencyKey: key,
-            labels: DashboardLabel.parse(labels))
+            id: try cell(0, Int64.self), appID: try cell(1, String.self), state: try cell(2, String.self),
+            priority: try cell(3, Int32.self), total: try cell(4, Int64?.self), delivered: try cell(5, Int64.self),
+            failed: try cell(6, Int64.self), pruned: try cell(7, Int64.self), androidTotal: try cell(8, Int64?.self),
+            androidDelivered: try cell(9, Int64.self), androidFailed: try cell(10, Int64.self),
+            webTotal: try cell(15, Int64?.self), webDelivered: try cell(16, Int64.self), webFailed: try cell(17, Int64.self),
+            createdAt: try cell(11, Date.self), finishedAt: try cell(12, Date?.self), idempotencyKey: try cell(13, String?.self),
+            labels: DashboardLabel.parse(try cell(14, String?.self)))
     }
 }

@@ -7,6 +7,8 @@ public struct DashboardAppSummary: Sendable, Codable {
     public var environment: String
     public var pausedReason: String?
     public var pausedAt: Date?
+    /// Only the app's Web Push is paused (a push service refused its VAPID credential); APNs and FCM send on.
+    public var webPushPausedReason: String?
 }
 
 /// Sends in one minute of the last hour, per platform.
@@ -41,12 +43,13 @@ extension DashboardReader {
     /// are active (`jobs_active`); `push.delivery_stats` is not read at all.
     public func overview(now: Date = Date()) async throws -> DashboardOverview {
         let apps = try await run("""
-            SELECT id, environment, paused_reason, paused_at FROM push.apps
+            SELECT id, environment, paused_reason, paused_at, web_push_paused_reason FROM push.apps
              WHERE \(granted)::text[] IS NULL OR id = ANY (\(granted)::text[])
              ORDER BY id
             """).map { row in
-            let (id, environment, reason, at) = try row.decode((String, String, String?, Date?).self)
-            return DashboardAppSummary(id: id, environment: environment, pausedReason: reason, pausedAt: at)
+            let (id, environment, reason, at, webReason) = try row.decode((String, String, String?, Date?, String?).self)
+            return DashboardAppSummary(
+                id: id, environment: environment, pausedReason: reason, pausedAt: at, webPushPausedReason: webReason)
         }
         // push.queue_backlog filters by the granted apps itself.
         let backlog = try await single("""
