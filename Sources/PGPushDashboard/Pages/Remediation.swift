@@ -15,7 +15,7 @@ enum Remediation {
         ("TooManyProviderTokenUpdates", "Provider tokens were minted too often: check that the workers share push.provider_tokens (one database)."),
         ("BadCertificate", "The client certificate is invalid or not for APNs: replace it, then resume the app."),
         ("BadCertificateEnvironment", "The certificate is for the other environment (sandbox vs production)."),
-        ("PayloadTooLarge", "The payload is over 4 KB (5 KB for VoIP): shorten it. A job-level error: the job fails, the app goes on."),
+        ("PayloadTooLarge", "The payload is over 4 KB (5 KB for VoIP), or a push service refused the Web Push message's size (keep the job's web message small): shorten it. A job-level error: the job fails, the app goes on."),
         ("InvalidPushType", "The apns-push-type does not match the payload: fix the job's push_type."),
         ("BadExpirationDate", "The expiry is malformed: fix the job's expires_at."),
         ("TooManyRequests", "Too many pushes to one device: slow the producer down for that user."),
