@@ -159,6 +159,39 @@ struct DashboardWebPushTests {
         }
     }
 
+    /// The store's resume, as the actions login runs it: what it reports for a Web Push pause, none, an unknown
+    /// app and an app the login is not granted (whose pause stays).
+    @Test func theStoresResumeReportsAWebPushPause() async throws {
+        try await TestDatabase.with { db in
+            _ = try await Seed.standard(db)
+            _ = try await Seed.webPush(db)
+            try await db.execute("UPDATE push.apps SET vapid_private_key_path = 'v.pem', vapid_public_key = \(Seed.vapidPublicKey), vapid_subject = 'https://news.example.com', web_push_paused_reason = '401' WHERE id = 'news'")
+            try await Self.withLogin(db, memberOf: "pgpush_dashboard_actions") { client in
+                let store = DashboardStore(client: client, logger: db.logger)
+                let results = [
+                    try await store.resumeApp("mixed", user: "ops"), try await store.resumeApp("mixed", user: "ops"),
+                    try await store.resumeApp("nope", user: "ops"),
+                ]
+                #expect(results == [.done, .unchanged, .notFound])
+                #expect(try await db.strings("SELECT detail FROM push.operator_audit WHERE action = 'resume_app'")
+                    == ["Web Push only (Web Push was paused: \(Seed.webPushPausedReason))"])
+            }
+            let login = try await db.createLogin(memberOf: "pgpush_dashboard_actions")
+            try await db.execute("SELECT push.grant_app(\(login), 'mixed')")
+            var url = db.url
+            url.username = login
+            let client = PostgresClient(configuration: try url.clientConfiguration(maximumConnections: 1), backgroundLogger: db.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                let result = try await DashboardStore(client: client, logger: db.logger).resumeApp("news", user: "ops")
+                #expect(result == .notFound)
+            }
+            #expect(try await db.strings("SELECT web_push_paused_reason || ' / ' || paused_reason FROM push.apps WHERE id = 'news'")
+                == ["401 / " + Seed.scriptReason])
+        }
+    }
+
     /// A client logged in as a new login in `role`, the group a dashboard's login is in.
     static func withLogin(_ db: TestDatabase, memberOf role: String, _ body: @Sendable (PostgresClient) async throws -> Void) async throws {
         let login = try await db.createLogin(memberOf: role)
