@@ -5,10 +5,46 @@ import PostgresNIO
 public struct AppListing: Sendable {
     public var id, environment: String
     public var topic, teamID, keyID, keyPath, certificatePath, passwordEnv, fcmProjectID, fcmServiceAccount: String?
+    /// Web Push: the workers' path of the VAPID private key, its public key (the website's
+    /// `applicationServerKey`) and the VAPID subject; all `nil` for an app without Web Push.
+    public var vapidKeyPath, vapidPublicKey, vapidSubject: String?
     public var rateLimit: Int32?
     public var pausedReason: String?
     public var pausedAt: Date?
+    /// Why the workers stopped the app's Web Push (a push service refused its VAPID key); `nil` while it sends.
+    public var webPushPausedReason: String?
     public var createdAt: Date
+}
+
+/// An app's Web Push settings (`push.apps.vapid_*`): where the workers read the VAPID private key, the public key
+/// derived from it, and the subject. Never the key itself.
+public struct VAPIDSettings: Sendable, Hashable {
+    public var keyPath: String
+    /// Base64url of the uncompressed P-256 point, without padding.
+    public var publicKey: String
+    public var subject: String
+
+    public init(keyPath: String, publicKey: String, subject: String) {
+        self.keyPath = keyPath
+        self.publicKey = publicKey
+        self.subject = subject
+    }
+}
+
+/// What ``OperatorStore/setVAPID(_:_:)`` replaced, and what it left alone.
+public struct VAPIDChange: Sendable, Hashable {
+    /// The app's public key before; when it differs, every browser must subscribe again.
+    public var previousPublicKey: String?
+    /// The app's Web Push pause, which setting a key does not lift.
+    public var webPushPausedReason: String?
+}
+
+/// What resuming an app cleared.
+public struct AppResumption: Sendable, Hashable {
+    /// The whole app was paused (`paused_reason`).
+    public var wasPaused: Bool
+    /// Its Web Push was paused (`web_push_paused_reason`).
+    public var webPushWasPaused: Bool
 }
 
 /// A new row of `push.apps` (`pgpush apps add`).
@@ -16,10 +52,12 @@ public struct AppRegistration: Sendable {
     public var id, environment: String
     public var topic, teamID, keyID, keyPath, certificatePath, passwordEnv, fcmProjectID, fcmServiceAccount: String?
     public var rateLimit: Int32?
+    public var vapid: VAPIDSettings?
 
     public init(
         id: String, environment: String, topic: String?, teamID: String?, keyID: String?, keyPath: String?,
-        certificatePath: String?, passwordEnv: String?, fcmProjectID: String?, fcmServiceAccount: String?, rateLimit: Int32?
+        certificatePath: String?, passwordEnv: String?, fcmProjectID: String?, fcmServiceAccount: String?, rateLimit: Int32?,
+        vapid: VAPIDSettings? = nil
     ) {
         self.id = id
         self.environment = environment
@@ -32,6 +70,7 @@ public struct AppRegistration: Sendable {
         self.fcmProjectID = fcmProjectID
         self.fcmServiceAccount = fcmServiceAccount
         self.rateLimit = rateLimit
+        self.vapid = vapid
     }
 }
 
@@ -41,18 +80,21 @@ extension OperatorStore {
         let rows = try await run("""
             SELECT id, topic, environment, team_id, key_id, private_key_path, certificate_path,
                    certificate_password_env, rate_limit, paused_reason, paused_at, created_at,
-                   fcm_project_id, fcm_service_account_path
+                   fcm_project_id, fcm_service_account_path, vapid_private_key_path, vapid_public_key, vapid_subject,
+                   web_push_paused_reason
               FROM push.apps ORDER BY id
             """)
         return try rows.map { row in
             let (id, topic, environment, team, key, keyPath, certificate, passwordEnv, rate, reason, pausedAt, created,
-                 fcmProject, fcmAccount) = try row.decode(
+                 fcmProject, fcmAccount, vapidPath, vapidPublic, vapidSubject, webPushReason) = try row.decode(
                 (String, String?, String, String?, String?, String?, String?, String?, Int32?, String?, Date?, Date,
-                 String?, String?).self)
+                 String?, String?, String?, String?, String?, String?).self)
             return AppListing(
                 id: id, environment: environment, topic: topic, teamID: team, keyID: key, keyPath: keyPath,
                 certificatePath: certificate, passwordEnv: passwordEnv, fcmProjectID: fcmProject,
-                fcmServiceAccount: fcmAccount, rateLimit: rate, pausedReason: reason, pausedAt: pausedAt, createdAt: created)
+                fcmServiceAccount: fcmAccount, vapidKeyPath: vapidPath, vapidPublicKey: vapidPublic, vapidSubject: vapidSubject,
+                rateLimit: rate, pausedReason: reason, pausedAt: pausedAt, webPushPausedReason: webPushReason,
+                createdAt: created)
         }
     }
 
@@ -67,9 +109,10 @@ extension OperatorStore {
             try await run("""
                 INSERT INTO push.apps (id, topic, environment, team_id, key_id, private_key_path,
                                        certificate_path, certificate_password_env, rate_limit, fcm_project_id,
-                                       fcm_service_account_path)
+                                       fcm_service_account_path, vapid_private_key_path, vapid_public_key, vapid_subject)
                 VALUES (\(app.id), \(app.topic), \(app.environment), \(app.teamID), \(app.keyID), \(app.keyPath),
-                        \(app.certificatePath), \(app.passwordEnv), \(app.rateLimit), \(app.fcmProjectID), \(app.fcmServiceAccount))
+                        \(app.certificatePath), \(app.passwordEnv), \(app.rateLimit), \(app.fcmProjectID), \(app.fcmServiceAccount),
+                        \(app.vapid?.keyPath), \(app.vapid?.publicKey), \(app.vapid?.subject))
                 """)
             return true
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
@@ -82,7 +125,9 @@ extension OperatorStore {
         try await !run(AppStatements.pause(appID, reason: reason, replacingReason: true)).isEmpty
     }
 
-    /// Clears the pause. Returns whether the app was paused, or `nil` for an unknown app.
+    /// Clears the app's pause (not its Web Push's: this statement needs UPDATE only on the columns the
+    /// dashboard's role may write, see `DashboardStore.resumeApp`). Returns whether the app was paused, or `nil`
+    /// for an unknown app.
     public func resumeApp(_ appID: String) async throws -> Bool? {
         // The old row's state comes from a self-join: RETURNING sees only the new values.
         let rows = try await run("""
@@ -92,6 +137,40 @@ extension OperatorStore {
             RETURNING old.paused_reason IS NOT NULL
             """)
         return try rows.first?.decode(Bool.self)
+    }
+
+    /// `pgpush apps resume`: clears the app's pause and its Web Push's (set by the workers when a push service
+    /// refused the VAPID key), and says which of them were set; `nil` for an unknown app.
+    public func resumeAppReporting(_ appID: String) async throws -> AppResumption? {
+        // The old row's state comes from a self-join: RETURNING sees only the new values.
+        let rows = try await run("""
+            UPDATE push.apps a SET paused_reason = NULL, paused_at = NULL, web_push_paused_reason = NULL, updated_at = now()
+              FROM push.apps old
+             WHERE a.id = \(appID) AND old.id = a.id
+            RETURNING old.paused_reason IS NOT NULL, old.web_push_paused_reason IS NOT NULL
+            """)
+        return try rows.first.map { row in
+            let (paused, webPushPaused) = try row.decode((Bool, Bool).self)
+            return AppResumption(wasPaused: paused, webPushWasPaused: webPushPaused)
+        }
+    }
+
+    /// Sets an existing app's Web Push settings, replacing earlier ones; the database checks the subject. `nil` for
+    /// an unknown app. A Web Push pause stays until ``resumeAppReporting(_:)``: the operator decides when sending
+    /// starts again.
+    public func setVAPID(_ appID: String, _ vapid: VAPIDSettings) async throws -> VAPIDChange? {
+        // The old public key comes from a self-join: RETURNING sees only the new values.
+        let rows = try await run("""
+            UPDATE push.apps a SET vapid_private_key_path = \(vapid.keyPath), vapid_public_key = \(vapid.publicKey),
+                   vapid_subject = \(vapid.subject), updated_at = now()
+              FROM push.apps old
+             WHERE a.id = \(appID) AND old.id = a.id
+            RETURNING old.vapid_public_key, a.web_push_paused_reason
+            """)
+        return try rows.first.map { row in
+            let (previous, paused) = try row.decode((String?, String?).self)
+            return VAPIDChange(previousPublicKey: previous, webPushPausedReason: paused)
+        }
     }
 
     /// `push.confirm_stale_audience`: how many BadDeviceToken reports were confirmed for pruning.

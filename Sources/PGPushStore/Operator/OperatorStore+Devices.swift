@@ -134,3 +134,67 @@ enum CopyText {
         values.map(field).joined(separator: "\t") + "\n"
     }
 }
+
+/// One `push.register_device` call of `pgpush devices add`: a device token, or a browser's Web Push subscription.
+public struct DeviceRegistration: Sendable, Hashable {
+    public var appID: String
+    /// `ios`, `android` or `web`.
+    public var platform: String
+    /// The device token; `nil` for a Web Push subscription, whose endpoint is its token.
+    public var token: String?
+    /// `PushSubscription.toJSON()`'s object as JSON text, for `web`; the database checks it.
+    public var subscription: String?
+    public var userID: String?
+    public var tags: [String]
+    /// A BCP 47 tag; `nil` keeps the locale the device has.
+    public var locale: String?
+    /// The device's previous token (or endpoint), deleted.
+    public var replaces: String?
+
+    public init(
+        appID: String, platform: String, token: String?, subscription: String?, userID: String?, tags: [String],
+        locale: String?, replaces: String?
+    ) {
+        self.appID = appID
+        self.platform = platform
+        self.token = token
+        self.subscription = subscription
+        self.userID = userID
+        self.tags = tags
+        self.locale = locale
+        self.replaces = replaces
+    }
+}
+
+extension OperatorStore {
+    /// Calls `push.register_device` with every value bound, `subscription` only for a Web Push subscription (so
+    /// a device token registers as it always has). The database validates the arguments and names the one it
+    /// refuses: an unknown app is foreign_key_violation (23503).
+    public func registerDevice(_ device: DeviceRegistration) async throws {
+        let d = device
+        if let subscription = d.subscription {
+            try await run("""
+                SELECT push.register_device(
+                    app_id => \(d.appID)::text,
+                    token => \(d.token)::text,
+                    user_id => \(d.userID)::text,
+                    tags => \(d.tags)::text[],
+                    replaces => \(d.replaces)::text,
+                    platform => \(d.platform)::text,
+                    locale => \(d.locale)::text,
+                    subscription => \(subscription)::jsonb)
+                """)
+        } else {
+            try await run("""
+                SELECT push.register_device(
+                    app_id => \(d.appID)::text,
+                    token => \(d.token)::text,
+                    user_id => \(d.userID)::text,
+                    tags => \(d.tags)::text[],
+                    replaces => \(d.replaces)::text,
+                    platform => \(d.platform)::text,
+                    locale => \(d.locale)::text)
+                """)
+        }
+    }
+}

@@ -29,12 +29,18 @@ public struct EnqueueRequest: Sendable {
     /// `fcm`), and the badge mode (`increment`). Both are validated by the database (`push.validate_job_content`).
     public var localized: String?
     public var badge: String?
+    /// The Web Push message as JSON text: the plaintext the site's service worker receives (encrypted per
+    /// subscription by the workers).
+    public var web: String?
+    /// The Web Push `Urgency`: `very-low`, `low`, `normal` or `high`; `nil` is the database's default.
+    public var webUrgency: String?
 
     public init(
         appID: String, payload: String?, pushType: String?, apnsPriority: Int32?, tokens: [String]?, userIDs: [String]?,
         tags: [String]?, sendAt: Date?, expiresAt: Date?, ttlSeconds: Double?, collapseID: String?,
         idempotencyKey: String?, priority: Int32?, fcm: String? = nil, activityIDs: [String]? = nil,
-        activityType: String? = nil, channel: String? = nil, localized: String? = nil, badge: String? = nil
+        activityType: String? = nil, channel: String? = nil, localized: String? = nil, badge: String? = nil,
+        web: String? = nil, webUrgency: String? = nil
     ) {
         self.appID = appID
         self.payload = payload
@@ -55,6 +61,8 @@ public struct EnqueueRequest: Sendable {
         self.channel = channel
         self.localized = localized
         self.badge = badge
+        self.web = web
+        self.webUrgency = webUrgency
     }
 }
 
@@ -72,6 +80,10 @@ public struct JobProgress: Sendable {
     /// Delivered per platform, from the job's own counters.
     public var iosDelivered: Int64?
     public var androidDelivered: Int64?
+    public var webDelivered: Int64?
+    /// The audience per platform, once the job is expanded (iOS is the rest of ``total``).
+    public var androidTotal: Int64?
+    public var webTotal: Int64?
     public var createdAt: Date
     public var finishedAt: Date?
 }
@@ -101,7 +113,9 @@ extension OperatorStore {
                 activity_type => \(r.activityType)::text,
                 channel => \(r.channel)::text,
                 localized => \(r.localized)::jsonb,
-                badge => \(r.badge)::text)
+                badge => \(r.badge)::text,
+                web => \(r.web)::jsonb,
+                web_urgency => \(r.webUrgency)::text)
             """)
         return try rows.first?.decode(Int64.self)
     }
@@ -109,8 +123,7 @@ extension OperatorStore {
     /// The job's row of `push.job_progress`, or `nil` for an unknown job.
     public func jobProgress(_ jobID: Int64) async throws -> JobProgress? {
         try await run("""
-            SELECT job_id, app_id, state, total, delivered, failed, pruned, pending, expired, ios_delivered,
-                   android_delivered, created_at, finished_at
+            SELECT \(unescaped: JobProgress.columns)
               FROM push.job_progress WHERE job_id = \(jobID)
             """).first.map(JobProgress.init(row:))
     }
@@ -118,8 +131,7 @@ extension OperatorStore {
     /// The newest `limit` jobs of the app (of every app for `nil`), newest first.
     public func recentJobs(app: String?, limit: Int) async throws -> [JobProgress] {
         try await run("""
-            SELECT job_id, app_id, state, total, delivered, failed, pruned, pending, expired, ios_delivered,
-                   android_delivered, created_at, finished_at
+            SELECT \(unescaped: JobProgress.columns)
               FROM push.job_progress
              WHERE \(app)::text IS NULL OR app_id = \(app)::text
              ORDER BY job_id DESC LIMIT \(limit)
@@ -128,14 +140,22 @@ extension OperatorStore {
 }
 
 extension JobProgress {
-    /// A row of the columns that ``OperatorStore/jobProgress(_:)`` selects, in its order.
+    /// The columns of `push.job_progress` that ``init(row:)`` reads, in its order.
+    static let columns = """
+        job_id, app_id, state, total, delivered, failed, pruned, pending, expired, ios_delivered, android_delivered, \
+        web_delivered, android_total, web_total, created_at, finished_at
+        """
+
+    /// A row of ``columns``.
     init(row: PostgresRow) throws {
-        let (id, app, state, total, delivered, failed, pruned, pending, expired, ios, android, created, finished) =
-            try row.decode((Int64, String, String, Int64?, Int64, Int64, Int64, Int64, Int64, Int64?, Int64?, Date, Date?).self)
+        let (id, app, state, total, delivered, failed, pruned, pending, expired, ios, android, web, androidTotal, webTotal,
+             created, finished) = try row.decode(
+            (Int64, String, String, Int64?, Int64, Int64, Int64, Int64, Int64, Int64?, Int64?, Int64?, Int64?, Int64?, Date,
+             Date?).self)
         self.init(
             jobID: id, appID: app, state: state, total: total, delivered: delivered, failed: failed, pruned: pruned,
-            pending: pending, expired: expired, iosDelivered: ios, androidDelivered: android, createdAt: created,
-            finishedAt: finished)
+            pending: pending, expired: expired, iosDelivered: ios, androidDelivered: android, webDelivered: web,
+            androidTotal: androidTotal, webTotal: webTotal, createdAt: created, finishedAt: finished)
     }
 }
 
@@ -149,6 +169,8 @@ public struct JobListing: Sendable {
     /// Failed and expired, as `push.job_progress` counts them.
     public var failed: Int64
     public var pending: Int64
+    /// The audience and the delivered per platform, as in ``JobProgress`` (iOS's audience is the rest of `total`).
+    public var androidTotal, webTotal, iosDelivered, androidDelivered, webDelivered: Int64?
     /// The job's labels; empty when it has none.
     public var labels: [String: String]
     public var createdAt: Date
@@ -179,21 +201,24 @@ extension OperatorStore {
         }
         binds.append(limit)
         let sql = """
-            SELECT job_id, app_id, state, total, delivered, failed, pending, labels::text, created_at
+            SELECT job_id, app_id, state, total, delivered, failed, pending, labels::text, created_at, android_total,
+                   web_total, ios_delivered, android_delivered, web_delivered
               FROM push.job_progress
             \(conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "))
              ORDER BY job_id DESC LIMIT $\(binds.count)::bigint
             """
         return try await run(PostgresQuery(unsafeSQL: sql, binds: binds)).map { row in
-            let (id, app, state, total, delivered, failed, pending, labels, created) =
-                try row.decode((Int64, String, String, Int64?, Int64, Int64, Int64, String?, Date).self)
+            let (id, app, state, total, delivered, failed, pending, labels, created, androidTotal, webTotal, ios, android, web) =
+                try row.decode((Int64, String, String, Int64?, Int64, Int64, Int64, String?, Date, Int64?, Int64?, Int64?, Int64?,
+                                Int64?).self)
             var decoded: [String: String] = [:]
             if let labels, let object = try JSONSerialization.jsonObject(with: Data(labels.utf8)) as? [String: Any] {
                 for (key, value) in object { decoded[key] = value as? String ?? "\(value)" }
             }
             return JobListing(
                 jobID: id, appID: app, state: state, total: total, delivered: delivered, failed: failed,
-                pending: pending, labels: decoded, createdAt: created)
+                pending: pending, androidTotal: androidTotal, webTotal: webTotal, iosDelivered: ios, androidDelivered: android,
+                webDelivered: web, labels: decoded, createdAt: created)
         }
     }
 }

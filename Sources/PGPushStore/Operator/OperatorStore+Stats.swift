@@ -8,7 +8,7 @@ public struct DeliveryStat: Sendable {
     public var status: Int16
     public var reason: String?
     public var count: Int64
-    /// ios (APNs) or android (FCM).
+    /// ios (APNs), android (FCM) or web (Web Push).
     public var platform: String
 }
 
