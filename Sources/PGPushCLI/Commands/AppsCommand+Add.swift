@@ -6,27 +6,32 @@ import PostgresNIO
 struct AppsAddCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
-        abstract: "Register an app with an APNs credential (token or certificate), an FCM credential, or both.",
+        abstract: "Register an app with an APNs credential (token or certificate), an FCM credential, Web Push, or several.",
         discussion: """
             Token auth: --team-id, --key-id and --key-file (the .p8 signing key). Certificate auth:
             --certificate (a PKCS#12 or PEM file) and, if it is encrypted, --certificate-password-env naming \
             the environment variable that holds the password on the workers. Android (FCM): \
             --fcm-project-id and --fcm-service-account (the service-account JSON file), beside an APNs \
-            credential or instead of one; an Android-only app has no --topic.
+            credential or instead of one; an Android-only app has no --topic. Web Push: --vapid-key (a P-256 \
+            private key in PEM, made by `pgpush apps vapid-key --generate FILE`) and --vapid-subject (mailto: or \
+            https:, as Apple's push service accepts it), beside the others or alone.
 
             Only the paths and names are stored; this command never reads a key or certificate into the \
             database. The paths are the workers' paths, so they must be absolute. If a file is missing or \
             unreadable on this host, a warning is printed and the app is still added (the workers may be other \
-            machines); --require-files makes that an error instead.
+            machines); --require-files makes that an error instead. The VAPID key is the exception: it is read \
+            here, because the public key the website subscribes with is derived from it and stored beside the \
+            path, so it must be readable on this host too.
 
             Examples:
               pgpush apps add news --topic com.example.news --team-id ABCDE12345 --key-id KEY1234567 --key-file /etc/pgpush/news.p8
               pgpush apps add legacy --topic com.example.legacy --environment sandbox --certificate /etc/pgpush/legacy.p12 --certificate-password-env LEGACY_P12_PASSWORD --rate-limit 500
               pgpush apps add news --topic com.example.news --team-id ABCDE12345 --key-id KEY1234567 --key-file /etc/pgpush/news.p8 --fcm-project-id news-7f3a --fcm-service-account /etc/pgpush/news-firebase.json
               pgpush apps add news-android --fcm-project-id news-7f3a --fcm-service-account /etc/pgpush/news-firebase.json
+              pgpush apps add news-web --vapid-key /etc/pgpush/news-vapid.pem --vapid-subject mailto:ops@example.com
 
-            Exit codes: 0 added, 1 rejected by the database (e.g. the app exists) or --require-files and a \
-            file is unreadable, 64 bad usage.
+            Exit codes: 0 added, 1 rejected by the database (e.g. the app exists), the VAPID key is unreadable \
+            or not a P-256 key, or --require-files and a file is unreadable, 64 bad usage.
             """)
 
     enum Environment: String, ExpressibleByArgument, CaseIterable {
@@ -69,6 +74,8 @@ struct AppsAddCommand: AsyncParsableCommand {
     @Option(help: "Absolute path of the Firebase service-account JSON file on the workers (FCM).")
     var fcmServiceAccount: String?
 
+    @OptionGroup(title: "Web Push") var vapid: VAPIDOptions
+
     @Flag(help: "Fail instead of warning when a credential file is not readable here.")
     var requireFiles = false
 
@@ -77,9 +84,10 @@ struct AppsAddCommand: AsyncParsableCommand {
     var hasFCM: Bool { fcmProjectID != nil || fcmServiceAccount != nil }
 
     func validate() throws {
-        guard hasAPNs || hasFCM else {
-            throw ValidationError("give an APNs credential (--topic with --team-id/--key-id/--key-file or --certificate), an FCM credential (--fcm-project-id and --fcm-service-account), or both")
+        guard hasAPNs || hasFCM || vapid.isGiven else {
+            throw ValidationError("give an APNs credential (--topic with --team-id/--key-id/--key-file or --certificate), an FCM credential (--fcm-project-id and --fcm-service-account), Web Push (--vapid-key and --vapid-subject), or several")
         }
+        try vapid.validate()
         if hasFCM {
             guard fcmProjectID != nil, let fcmServiceAccount else {
                 throw ValidationError("give both --fcm-project-id and --fcm-service-account")
@@ -118,16 +126,19 @@ struct AppsAddCommand: AsyncParsableCommand {
                 if requireFiles { throw OperatorError(.failed, problem) }
                 printError("pgpush: warning: \(problem); the workers must be able to read it")
             }
+            let webPush = try vapid.settings()
             let registration = AppRegistration(
                 id: app, environment: environment.rawValue, topic: topic, teamID: teamID, keyID: keyID, keyPath: keyFile,
                 certificatePath: certificate, passwordEnv: certificatePasswordEnv, fcmProjectID: fcmProjectID,
-                fcmServiceAccount: fcmServiceAccount, rateLimit: rateLimit)
+                fcmServiceAccount: fcmServiceAccount, rateLimit: rateLimit, vapid: webPush)
             let added = try await withOperatorStore(url, logger: logger) { store in try await store.addApp(registration) }
             guard added else { throw OperatorError(.failed, "app \(app) already exists") }
             var credentials: [String] = []
             if hasAPNs { credentials.append("APNs \(environment.rawValue), \(keyFile != nil ? "token" : "certificate") auth") }
             if let fcmProjectID { credentials.append("FCM project \(fcmProjectID)") }
+            if let webPush { credentials.append("Web Push as \(webPush.subject)") }
             print("pgpush: added app \(app) (\(credentials.joined(separator: "; ")))")
+            if let webPush { print(VAPIDKeyCommand.applicationServerKeyNote(webPush.publicKey)) }
         }
     }
 }
