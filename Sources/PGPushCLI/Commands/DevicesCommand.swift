@@ -8,8 +8,8 @@ import PostgresNIO
 struct DevicesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "devices",
-        abstract: "Manage registered device tokens.",
-        subcommands: [DevicesImportCommand.self, DevicesSetBadgeCommand.self])
+        abstract: "Manage registered device tokens and Web Push subscriptions.",
+        subcommands: [DevicesAddCommand.self, DevicesImportCommand.self, DevicesSetBadgeCommand.self])
 }
 
 struct DevicesImportCommand: AsyncParsableCommand {
@@ -33,6 +33,9 @@ struct DevicesImportCommand: AsyncParsableCommand {
             does not have (a lines file has none of them) leaves the stored value alone, and so does an empty \
             locale: a device imported without a locale keeps the one it has. When a token appears twice, its \
             last line wins.
+
+            Web Push subscriptions carry keys beside their endpoint, so a device file cannot hold them: register \
+            each with `pgpush devices add --platform web --subscription FILE`.
 
             Examples:
               pgpush devices import tokens.txt --app news
@@ -66,6 +69,7 @@ struct DevicesImportCommand: AsyncParsableCommand {
         let logger = logging.bootstrap(label: "pgpush.devices")
         let url = try database.resolve()
         try await reportingFailures {
+            guard DeviceFile.importable.contains(platform) else { throw DeviceFile.webRefusal(line: nil) }
             guard let text = String(data: try readInput(file), encoding: .utf8) else {
                 throw OperatorError(.failed, "\(file) is not UTF-8 text")
             }

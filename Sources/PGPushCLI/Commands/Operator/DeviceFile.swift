@@ -23,7 +23,10 @@ enum DeviceFileFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
     }
 }
 
-extension DevicePlatform: ExpressibleByArgument {}
+extension DevicePlatform: ExpressibleByArgument {
+    /// Only the platforms a device file can hold (`devices import --platform`).
+    public static var allValueStrings: [String] { DeviceFile.importable.map(\.rawValue) }
+}
 
 /// A parsed device file: its records and which optional columns it has (a column the file does not have
 /// leaves the stored value alone on re-import).
@@ -61,6 +64,15 @@ struct DeviceFile: Sendable {
 
     static let columns = ["token", "user_id", "tags", "platform", "locale"]
 
+    /// The platforms a device file can hold: a token is all their devices need.
+    static let importable: [DevicePlatform] = [.ios, .android]
+
+    /// A Web Push subscription is an endpoint and two keys, which a token column cannot carry.
+    static func webRefusal(line: Int?) -> OperatorError {
+        OperatorError(.failed, (line.map { "line \($0): " } ?? "") + "a web device is a Web Push subscription (an endpoint and its keys), not a token: "
+            + "register it with `pgpush devices add --platform web --subscription FILE`; nothing was imported")
+    }
+
     private static func table(
         _ rows: [(line: Int, fields: [String])], format: DeviceFileFormat, platform defaultPlatform: DevicePlatform
     ) throws(OperatorError) -> DeviceFile {
@@ -86,7 +98,8 @@ struct DeviceFile: Sendable {
             if let platformColumn {
                 let field = row.fields[platformColumn].trimmingCharacters(in: .whitespaces).lowercased()
                 if !field.isEmpty {
-                    guard let given = DevicePlatform(rawValue: field) else {
+                    if field == "web" { throw webRefusal(line: row.line) }
+                    guard let given = DevicePlatform(rawValue: field), importable.contains(given) else {
                         throw OperatorError(.failed, "line \(row.line): platform '\(field.prefix(16))' is not ios or android; nothing was imported")
                     }
                     platform = given
@@ -112,14 +125,16 @@ struct DeviceFile: Sendable {
         let token = platform == .ios ? trimmed.lowercased() : trimmed
         let valid: Bool
         let rule: String
-        switch platform {
-        case .ios:
+        // Not a switch: a platform without a token file form (web) is refused, whichever platforms the store knows.
+        if platform == .ios {
             valid = (64...200).contains(token.utf8.count)
                 && token.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
             rule = "a token is 64 to 200 hex characters"
-        case .android:
+        } else if platform == .android {
             valid = (16...1024).contains(token.utf8.count) && token.utf8.allSatisfy(Self.isFCMTokenByte)
             rule = "an FCM registration token is 16 to 1024 of A-Z, a-z, 0-9, '_', '-' and ':'"
+        } else {
+            throw webRefusal(line: line)
         }
         guard valid else {
             let shown = token.isEmpty ? "(empty)" : "'\(token.prefix(8))\(token.count > 8 ? "…" : "")'"
