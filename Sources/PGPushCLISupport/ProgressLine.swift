@@ -12,7 +12,8 @@ public struct JobSnapshot: Equatable, Sendable {
     public var pruned: Int64
     public var pending: Int64
     public var expired: Int64
-    /// Delivered per platform ("ios", "android"), when the job reaches both.
+    /// Delivered per platform ("ios", "android", "web"), when asked for (`byPlatform`, or a job to several
+    /// platforms in `init(watching:)`).
     public var deliveredByPlatform: [String: Int64]? = nil
 
     /// Final outcomes so far (delivered or failed); `pruned` is a consequence of failures, not an extra outcome.
@@ -21,26 +22,36 @@ public struct JobSnapshot: Equatable, Sendable {
     public var isFinished: Bool { ["done", "failed", "cancelled"].contains(state) }
 
     public var json: [String: Any] {
-        [
+        var object: [String: Any] = [
             "job_id": jobID, "app_id": appID, "state": state, "total": jsonValue(total),
             "delivered": delivered, "failed": failed, "pruned": pruned, "pending": pending, "expired": expired,
         ]
+        if let deliveredByPlatform {
+            for (key, _) in PlatformSplit.platforms {
+                let count: Int64 = deliveredByPlatform[key] ?? 0
+                object["\(key)_delivered"] = count
+            }
+        }
+        return object
     }
 }
 
 extension JobSnapshot {
-    /// The store's row of `push.job_progress`; with `byPlatform`, the delivered counts per platform too (only
-    /// the platforms that delivered something).
+    /// The store's row of `push.job_progress`; with `byPlatform`, the delivered counts per platform too, for the
+    /// platforms the job reaches (once expanded) or has delivered to.
     public init(_ progress: JobProgress, byPlatform: Bool = false) {
         self.init(
             jobID: progress.jobID, appID: progress.appID, state: progress.state, total: progress.total,
             delivered: progress.delivered, failed: progress.failed, pruned: progress.pruned, pending: progress.pending,
             expired: progress.expired)
         guard byPlatform else { return }
-        var split: [String: Int64] = [:]
-        if let ios = progress.iosDelivered, ios > 0 { split["ios"] = ios }
-        if let android = progress.androidDelivered, android > 0 { split["android"] = android }
-        deliveredByPlatform = split
+        deliveredByPlatform = PlatformSplit(progress).delivered
+    }
+
+    /// The snapshot `pgpush watch` shows: the per-platform split only for a job whose audience spans more than one
+    /// platform (a single platform's delivered count says it all).
+    public init(watching progress: JobProgress) {
+        self.init(progress, byPlatform: PlatformSplit(progress).isMixed)
     }
 }
 
@@ -86,9 +97,7 @@ public struct ProgressLine {
         var line = "job \(snapshot.jobID) \(snapshot.state.padding(toLength: 9, withPad: " ", startingAt: 0))"
         line += " [\(bar)] \(String(format: "%3d", Int(fraction * 100)))%"
         line += "  delivered \(snapshot.delivered)"
-        if let split = snapshot.deliveredByPlatform {
-            line += " (iOS \(split["ios"] ?? 0), Android \(split["android"] ?? 0))"
-        }
+        line += Self.split(snapshot)
         line += "  failed \(snapshot.failed)  pruned \(snapshot.pruned)"
         line += "  pending \(snapshot.pending)"
         line += "  \(rate.map { String(format: "%.1f", $0) } ?? "-")/s"
@@ -96,9 +105,16 @@ public struct ProgressLine {
         return line
     }
 
+    /// ` (iOS 3, Android 1, Web 2)`: delivered per platform, when the snapshot has the split; else empty.
+    static func split(_ snapshot: JobSnapshot) -> String {
+        guard let delivered = snapshot.deliveredByPlatform else { return "" }
+        let parts = PlatformSplit.platforms.compactMap { platform in delivered[platform.key].map { "\(platform.name) \($0)" } }
+        return parts.isEmpty ? "" : " (\(parts.joined(separator: ", ")))"
+    }
+
     /// The closing line once the job has ended.
     public static func summary(_ snapshot: JobSnapshot) -> String {
-        "job \(snapshot.jobID) \(snapshot.state): \(snapshot.delivered) delivered, \(snapshot.failed) failed, "
+        "job \(snapshot.jobID) \(snapshot.state): \(snapshot.delivered) delivered\(split(snapshot)), \(snapshot.failed) failed, "
             + "\(snapshot.pruned) pruned, \(snapshot.pending) pending (total \(snapshot.total.map { String($0) } ?? "-"))"
     }
 

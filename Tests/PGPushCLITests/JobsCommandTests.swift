@@ -95,7 +95,9 @@ struct JobsCommandTests {
             let growth = try #require(rows.first { ($0["job_id"] as? NSNumber)?.int64Value == seeded.growth })
             #expect(Set(growth.keys) == [
                 "job_id", "app_id", "state", "total", "delivered", "failed", "pending", "labels", "created_at",
+                "ios_delivered", "android_delivered", "web_delivered",
             ])
+            #expect(growth["web_delivered"] as? NSNumber == 0)
             #expect(growth["app_id"] as? String == "news")
             #expect(growth["state"] as? String == "queued")
             #expect(growth["total"] as? NSNumber == 2)

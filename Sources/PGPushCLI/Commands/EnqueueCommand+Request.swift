@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCore
 import PGPushStore
 
 /// Reading a job file into `push.enqueue`'s arguments.
@@ -7,11 +8,11 @@ extension EnqueueRequest {
     static let fileKeys: Set<String> = [
         "app_id", "payload", "push_type", "apns_priority", "tokens", "user_ids", "tags", "send_at", "expires_at",
         "collapse_id", "idempotency_key", "priority", "fcm", "activity_ids", "activity_type", "channel", "localized",
-        "badge",
+        "badge", "web", "web_urgency",
     ]
 
-    /// Reads a job file: one JSON object whose keys are `push.enqueue`'s parameters. `payload`, `fcm` and
-    /// `localized` may be JSON objects or strings holding one; `payload` or `fcm` is required.
+    /// Reads a job file: one JSON object whose keys are `push.enqueue`'s parameters. `payload`, `fcm`, `web` and
+    /// `localized` may be JSON objects or strings holding one; `payload`, `fcm` or `web` is required.
     static func load(jobFile data: Data, name: String) throws -> EnqueueRequest {
         func fail(_ message: String) -> OperatorError { OperatorError(.failed, "\(name): \(message)") }
         guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
@@ -55,7 +56,14 @@ extension EnqueueRequest {
         let payload = try json("payload")
         let fcm = try json("fcm")
         let localized = try json("localized").map { try checkLocalized($0, source: "\(name): ") }
-        guard payload != nil || fcm != nil else { throw fail("payload is required (or fcm, for an Android-only app)") }
+        let web = try json("web").map { try checkWeb($0, source: "\(name): ") }
+        guard payload != nil || fcm != nil || web != nil else {
+            throw fail("payload is required (or fcm for an Android-only app, web for a Web-only app)")
+        }
+        let webUrgency = try string("web_urgency")
+        if let webUrgency, WebPushUrgency(rawValue: webUrgency) == nil {
+            throw fail("web_urgency must be one of \(WebPushUrgency.allCases.map(\.rawValue).joined(separator: ", ")): \(webUrgency)")
+        }
         return EnqueueRequest(
             appID: appID, payload: payload, pushType: try string("push_type"), apnsPriority: try integer("apns_priority"),
             tokens: try strings("tokens"), userIDs: try strings("user_ids"), tags: try strings("tags"),
@@ -63,7 +71,16 @@ extension EnqueueRequest {
             collapseID: try string("collapse_id"), idempotencyKey: try string("idempotency_key"),
             priority: try integer("priority"), fcm: fcm, activityIDs: try strings("activity_ids"),
             activityType: try string("activity_type"), channel: try string("channel"), localized: localized,
-            badge: try string("badge"))
+            badge: try string("badge"), web: web, webUrgency: webUrgency)
+    }
+
+    /// The Web Push message as given, once it parses as JSON; as for ``checkLocalized(_:source:)``, the database
+    /// judges what it means (and its size) and names the field.
+    static func checkWeb(_ text: String, source: String = "") throws -> String {
+        guard (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) != nil else {
+            throw OperatorError(.failed, #"\#(source)web is not valid JSON: give the message the site's service worker receives, such as {"title": "Goal!", "body": "2-1"}"#)
+        }
+        return text
     }
 
     /// Locale variants as given, once they parse as JSON. PostgreSQL's own message for malformed JSON does not

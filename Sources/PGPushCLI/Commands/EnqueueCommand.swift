@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PGPushCLISupport
+import PGPushCore
 import PGPushStore
 import PostgresNIO
 
@@ -11,14 +12,17 @@ struct EnqueueCommand: AsyncParsableCommand {
         discussion: """
             Give the payload as JSON (--payload), a file (--payload-file, - for stdin) or just an alert text \
             (--alert), and for an app with FCM the Android message (--fcm or --fcm-file; derived from the \
-            payload when absent; an Android-only app needs no payload). The audience is at most one of --token, \
+            payload when absent; an Android-only app needs no payload), and for an app with Web Push the \
+            browsers' message (--web or --web-file: the JSON the site's service worker receives, or a \
+            Declarative Web Push object; derived from the payload's alert when absent; a Web-only app needs no \
+            payload) with --web-urgency very-low, low, normal or high. The audience is at most one of --token, \
             --user or --tag (each repeatable); without one, \
             every device of the app. Per-device content: --localized (or --localized-file) gives locale variants, \
             a JSON object from BCP 47 tag to a partial payload merged over the job's (aps and custom keys, and \
             fcm for the Android message), each device getting its own locale's, else its language's, else the \
             job's; --badge increment sets each device's badge to its own counter plus one. Alternatively --file reads a JSON object with push.enqueue's parameter \
-            names (app_id, payload, fcm, push_type, tokens, user_ids, tags, send_at, expires_at, collapse_id, \
-            idempotency_key, priority, apns_priority, localized, badge, and for Live Activities activity_ids, \
+            names (app_id, payload, fcm, web, web_urgency, push_type, tokens, user_ids, tags, send_at, expires_at, \
+            collapse_id, idempotency_key, priority, apns_priority, localized, badge, and for Live Activities activity_ids, \
             activity_type and channel). All values are sent as bound parameters; the database \
             validates them, and its message is printed as is.
 
@@ -33,6 +37,8 @@ struct EnqueueCommand: AsyncParsableCommand {
               pgpush enqueue --app news-android --fcm '{"data":{"refresh":"scores"}}'
               pgpush enqueue --app news --alert "Goal!" --localized '{"fr":{"aps":{"alert":"But !"}}}' --badge increment
               pgpush enqueue --app news --payload-file promo.json --localized-file promo-locales.json --tag promo
+              pgpush enqueue --app news --alert "Goal!" --web '{"title":"Goal!","body":"2-1"}' --web-urgency high
+              pgpush enqueue --app news-web --web '{"web_push":8030,"notification":{"title":"Goal!","navigate":"https://example.com/match/77"}}'
 
             Exit codes: 0 queued (with --wait: the job is done), 1 rejected by the database or a database \
             error (with --wait: the job failed), 2 unknown app, 3 with --wait: the job was cancelled, \
@@ -62,6 +68,15 @@ struct EnqueueCommand: AsyncParsableCommand {
 
     @Option(help: "Read the Android (FCM) message JSON from this file (- for stdin).")
     var fcmFile: String?
+
+    @Option(help: ArgumentHelp("The Web Push message: the JSON the site's service worker receives.", valueName: "json"))
+    var web: String?
+
+    @Option(help: "Read the Web Push message JSON from this file (- for stdin).")
+    var webFile: String?
+
+    @Option(help: ArgumentHelp("The Web Push Urgency: very-low, low, normal or high.", valueName: "urgency"))
+    var webUrgency: WebPushUrgency?
 
     @Option(help: ArgumentHelp(
         "Locale variants as a JSON object from BCP 47 tag to a partial payload, e.g. '{\"fr\":{\"aps\":{\"alert\":\"Bonjour\"}}}'.",
@@ -122,20 +137,22 @@ struct EnqueueCommand: AsyncParsableCommand {
     func validate() throws {
         if file != nil {
             let conflicting = [app, payload, payloadFile, alert, pushType, sendAt, expiresAt, collapseID, idempotencyKey, fcm, fcmFile,
-                               localized, localizedFile, badge]
-                .contains { $0 != nil } || apnsPriority != nil || priority != nil || ttl != nil
+                               localized, localizedFile, badge, web, webFile]
+                .contains { $0 != nil } || apnsPriority != nil || priority != nil || ttl != nil || webUrgency != nil
                 || !tokens.isEmpty || !users.isEmpty || !tags.isEmpty
             if conflicting { throw ValidationError("--file carries the whole job: give no other job options with it") }
         } else {
             guard app != nil else { throw ValidationError("give --app (or --file)") }
             if fcm != nil, fcmFile != nil { throw ValidationError("give --fcm or --fcm-file, not both") }
             if localized != nil, localizedFile != nil { throw ValidationError("give --localized or --localized-file, not both") }
-            if [payloadFile, fcmFile, localizedFile].filter({ $0 == "-" }).count > 1 {
-                throw ValidationError("only one of --payload-file, --fcm-file and --localized-file can read stdin (-)")
+            if web != nil, webFile != nil { throw ValidationError("give --web or --web-file, not both") }
+            if [payloadFile, fcmFile, localizedFile, webFile].filter({ $0 == "-" }).count > 1 {
+                throw ValidationError("only one of --payload-file, --fcm-file, --localized-file and --web-file can read stdin (-)")
             }
             let payloads = [payload, payloadFile, alert].compactMap({ $0 }).count
-            guard payloads == 1 || (payloads == 0 && (fcm != nil || fcmFile != nil)) else {
-                throw ValidationError("give exactly one of --payload, --payload-file and --alert (an Android-only app may give just --fcm)")
+            let otherMessage = fcm != nil || fcmFile != nil || web != nil || webFile != nil
+            guard payloads == 1 || (payloads == 0 && otherMessage) else {
+                throw ValidationError("give exactly one of --payload, --payload-file and --alert (an Android-only or Web-only app may give just --fcm or --web)")
             }
         }
         if expiresAt != nil, ttl != nil { throw ValidationError("give --expires-at or --ttl, not both") }
@@ -199,12 +216,14 @@ struct EnqueueCommand: AsyncParsableCommand {
         let fcmText = try fcm ?? fcmFile.map { String(decoding: try readInput($0), as: UTF8.self) }
         let localizedText = try (localized ?? localizedFile.map { String(decoding: try readInput($0), as: UTF8.self) })
             .map { try EnqueueRequest.checkLocalized($0) }
+        let webText = try (web ?? webFile.map { String(decoding: try readInput($0), as: UTF8.self) })
+            .map { try EnqueueRequest.checkWeb($0) }
         return EnqueueRequest(
             appID: app ?? "", payload: payloadText, pushType: pushType, apnsPriority: apnsPriority,
             tokens: tokens.isEmpty ? nil : tokens, userIDs: users.isEmpty ? nil : users, tags: tags.isEmpty ? nil : tags,
             sendAt: sendAt.flatMap(Timestamp.parse), expiresAt: expiresAt.flatMap(Timestamp.parse), ttlSeconds: ttl,
             collapseID: collapseID, idempotencyKey: idempotencyKey, priority: priority, fcm: fcmText,
-            localized: localizedText, badge: badge)
+            localized: localizedText, badge: badge, web: webText, webUrgency: webUrgency?.rawValue)
     }
 }
 
@@ -216,3 +235,5 @@ func readInput(_ path: String) throws -> Data {
     }
     return data
 }
+
+extension WebPushUrgency: ExpressibleByArgument {}

@@ -31,13 +31,13 @@ struct StatsReport: Sendable {
                     "oldest_age_seconds": jsonValue($0.oldestAgeSeconds),
                 ] as [String: Any]
             },
-            "jobs": jobs.map {
-                [
-                    "job_id": $0.jobID, "app_id": $0.appID, "state": $0.state, "total": jsonValue($0.total),
-                    "delivered": $0.delivered, "failed": $0.failed, "pruned": $0.pruned, "pending": $0.pending,
-                    "created_at": jsonValue(Timestamp.string($0.createdAt)),
-                    "finished_at": jsonValue(Timestamp.string($0.finishedAt)),
-                ] as [String: Any]
+            "jobs": jobs.map { job in
+                ([
+                    "job_id": job.jobID, "app_id": job.appID, "state": job.state, "total": jsonValue(job.total),
+                    "delivered": job.delivered, "failed": job.failed, "pruned": job.pruned, "pending": job.pending,
+                    "created_at": jsonValue(Timestamp.string(job.createdAt)),
+                    "finished_at": jsonValue(Timestamp.string(job.finishedAt)),
+                ] as [String: Any]).merging(PlatformSplit(job).json) { first, _ in first }
             },
         ]
     }
@@ -54,12 +54,15 @@ struct StatsReport: Sendable {
                 entry.oldestAgeSeconds.map { ProgressLine.duration(max($0, 0)) },
             ])
         }
-        var recent = Table(["JOB", "APP", "STATE", "TOTAL", "DELIVERED", "FAILED", "PRUNED", "PENDING", "CREATED", "FINISHED"])
+        var recent = Table([
+            "JOB", "APP", "STATE", "TOTAL", "DELIVERED", "BY PLATFORM", "FAILED", "PRUNED", "PENDING", "CREATED", "FINISHED",
+        ])
         for job in jobs {
+            let split = PlatformSplit(job)
             recent.append([
                 String(job.jobID), job.appID, job.state, job.total.map { String($0) }, String(job.delivered),
-                String(job.failed), String(job.pruned), String(job.pending), Timestamp.string(job.createdAt),
-                Timestamp.string(job.finishedAt),
+                split.isMixed ? split.text : nil, String(job.failed), String(job.pruned), String(job.pending),
+                Timestamp.string(job.createdAt), Timestamp.string(job.finishedAt),
             ])
         }
         func section(_ title: String, _ table: Table, empty: String) -> String {

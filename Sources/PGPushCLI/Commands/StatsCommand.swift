@@ -9,7 +9,8 @@ struct StatsCommand: AsyncParsableCommand {
         commandName: "stats",
         abstract: "Delivery outcomes, queue backlog and recent jobs.",
         discussion: """
-            Three tables: outcomes per day, app, platform, HTTP status and reason (push.delivery_stats; days are UTC), \
+            Three tables: outcomes per day, app, platform (ios, android or web), HTTP status and reason \
+            (push.delivery_stats; days are UTC), \
             the backlog of due work per app (push.queue_backlog) and the 20 most recent jobs \
             (push.job_progress). --json prints one object {"deliveries":[…],"backlog":[…],"jobs":[…]}.
 

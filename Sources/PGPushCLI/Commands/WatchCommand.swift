@@ -8,8 +8,10 @@ struct WatchCommand: AsyncParsableCommand {
         discussion: """
             Polls push.job_progress. On a terminal it shows one live line (state, a bar, delivered, failed, \
             pruned and pending counts, sends per second and an ETA); otherwise it prints a plain line whenever \
-            the numbers change, and a summary line when the job ends. --json prints one JSON object per poll \
-            (JSON lines): job_id, app_id, state, total, delivered, failed, pruned, pending, expired.
+            the numbers change, and a summary line when the job ends. For a job that reaches more than one \
+            platform, delivered is split into iOS, Android and Web. --json prints one JSON object per poll \
+            (JSON lines): job_id, app_id, state, total, delivered, failed, pruned, pending, expired, and for a \
+            job to several platforms ios_delivered, android_delivered and web_delivered.
 
             Examples:
               pgpush watch 42

@@ -35,7 +35,7 @@ struct JobWatcher {
         var lastPrinted: String?
         // Bounded by the timeout when one is given; otherwise by the job ending (the operator can ^C).
         while true {
-            guard let snapshot = try await store.jobProgress(jobID).map({ JobSnapshot($0) }) else {
+            guard let snapshot = try await store.jobProgress(jobID).map(JobSnapshot.init(watching:)) else {
                 throw OperatorError(.notFound, "unknown job \(jobID)")
             }
             let elapsed = clock.now - start
