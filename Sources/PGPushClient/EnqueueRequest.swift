@@ -43,13 +43,19 @@ public struct EnqueueRequest: Sendable, Hashable {
     /// `replace_key`: enqueueing cancels the app's pending jobs with the same key that have sent nothing yet
     /// (their end event is `job_replaced`); one that has sent is left to finish.
     public var replaceKey: String?
+    /// `web`: the Web Push message, the JSON the site's service worker receives in its `push` event (encrypted for
+    /// each subscription by the workers), or a Declarative Web Push object (`{"web_push": 8030, "notification":
+    /// {"title": …, "navigate": …}}`); `nil` for a job without browsers. The database bounds its size.
+    public var web: JSONValue?
+    /// `web_urgency`: how soon browsers need the message (RFC 8030 `Urgency`); `nil` is the database's default.
+    public var webUrgency: WebUrgency?
 
     public init(
         app: String, payload: Payload? = nil, pushType: PushType? = nil, apnsPriority: Int? = nil,
         audience: Audience = .everyone, activityType: String? = nil, channel: String? = nil, priority: Int = 0,
         sendAt: Date? = nil, expiresAt: Date? = nil, collapseID: String? = nil, idempotencyKey: String? = nil,
         fcm: FCMMessage? = nil, localized: [String: LocalizedVariant]? = nil, badge: Badge? = nil,
-        labels: [String: String]? = nil, replaceKey: String? = nil
+        labels: [String: String]? = nil, replaceKey: String? = nil, web: JSONValue? = nil, webUrgency: WebUrgency? = nil
     ) {
         self.app = app
         self.payload = payload
@@ -68,6 +74,8 @@ public struct EnqueueRequest: Sendable, Hashable {
         self.badge = badge
         self.labels = labels
         self.replaceKey = replaceKey
+        self.web = web
+        self.webUrgency = webUrgency
     }
 
     /// The push type sent: the one given, else `liveactivity` for a Live Activity payload, else `nil` (the
@@ -130,6 +138,22 @@ public struct PushType: RawRepresentable, Sendable, Hashable, ExpressibleByStrin
     public static let liveActivity = PushType(rawValue: "liveactivity")
     public static let pushToTalk = PushType(rawValue: "pushtotalk")
     public static let widgets = PushType(rawValue: "widgets")
+}
+
+/// `push.enqueue(web_urgency => …)`: the RFC 8030 `Urgency` of a Web Push message, which lets a device on battery
+/// wait for a better moment to wake.
+public struct WebUrgency: RawRepresentable, Sendable, Hashable {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// On power and Wi-Fi only (an advertisement).
+    public static let veryLow = WebUrgency(rawValue: "very-low")
+    /// On power or Wi-Fi (a topic update).
+    public static let low = WebUrgency(rawValue: "low")
+    /// On neither (a chat message): what a push service assumes without the header.
+    public static let normal = WebUrgency(rawValue: "normal")
+    /// Low battery too (an incoming call, a time-sensitive alert).
+    public static let high = WebUrgency(rawValue: "high")
 }
 
 extension EnqueueRequest {

@@ -21,7 +21,8 @@ public struct JobState: RawRepresentable, Sendable, Hashable, CustomStringConver
 
 /// One row of `push.job_progress` (README, "Which devices a job reaches, and how it is counted").
 ///
-/// The per-platform counts are `nil` for a job expanded before migration 0011.
+/// The per-platform counts are `nil` for a job expanded before migration 0011 (the Web Push ones before 0027). iOS
+/// counts are what is neither Android nor Web.
 public struct JobProgress: Sendable, Hashable {
     public var jobID: Int64
     public var app: String
@@ -49,6 +50,10 @@ public struct JobProgress: Sendable, Hashable {
     public var androidDelivered: Int64?
     public var androidFailed: Int64?
     public var androidPending: Int64?
+    public var webTotal: Int64?
+    public var webDelivered: Int64?
+    public var webFailed: Int64?
+    public var webPending: Int64?
     /// When the worker read the audience.
     public var audienceAt: Date?
     public var removedBeforeSend: Int64
@@ -68,7 +73,8 @@ public struct JobProgress: Sendable, Hashable {
     static let columns = """
         job_id, app_id, state, total, delivered, failed, pruned, pending, expired, priority, created_at, send_at, \
         started_at, first_sent_at, finished_at, failure_reason, ios_total, ios_delivered, ios_failed, ios_pending, \
-        android_total, android_delivered, android_failed, android_pending, audience_at, removed_before_send, \
+        android_total, android_delivered, android_failed, android_pending, web_total, web_delivered, web_failed, \
+        web_pending, audience_at, removed_before_send, \
         added_before_send, cancelled_tokens, channel, labels::text AS labels, replace_key, replaced_by, resent_from
         """
 
@@ -101,6 +107,10 @@ public struct JobProgress: Sendable, Hashable {
         androidDelivered = try cell("android_delivered")
         androidFailed = try cell("android_failed")
         androidPending = try cell("android_pending")
+        webTotal = try cell("web_total")
+        webDelivered = try cell("web_delivered")
+        webFailed = try cell("web_failed")
+        webPending = try cell("web_pending")
         audienceAt = try cell("audience_at")
         removedBeforeSend = try cell("removed_before_send")
         addedBeforeSend = try cell("added_before_send")

@@ -41,6 +41,7 @@ public struct PGPushClient: Sendable {
         let fcm = try Self.json(r.fcm, field: "fcm")
         let localized = try Self.json(r.localized, field: "localized")
         let labels = try Self.json(r.labels, field: "labels")
+        let web = try Self.json(r.web, field: "web")
         return try await value(Int64.self, """
             SELECT push.enqueue(
                 app_id => \(r.app)::text,
@@ -62,7 +63,9 @@ public struct PGPushClient: Sendable {
                 localized => \(localized)::jsonb,
                 badge => \(r.badge?.rawValue)::text,
                 labels => \(labels)::jsonb,
-                replace_key => \(r.replaceKey)::text)
+                replace_key => \(r.replaceKey)::text,
+                web => \(web)::jsonb,
+                web_urgency => \(r.webUrgency?.rawValue)::text)
             """, on: connection)
     }
 
@@ -118,6 +121,33 @@ public struct PGPushClient: Sendable {
                 activity_id => \(kind.activityID)::text,
                 activity_type => \(kind.activityType)::text,
                 locale => \(locale)::text)
+            """, on: connection)
+    }
+
+    /// `push.register_device(platform => 'web', subscription => …)`: registers or re-registers a browser's Web Push
+    /// subscription, as the website's backend receives it from `subscription.toJSON()`. The endpoint is the
+    /// device's token (for ``setBadge(app:of:to:on:)``, `replaces` and pruning). The database checks the
+    /// subscription and names the field it refuses (`subscription`).
+    ///
+    /// - Parameters:
+    ///   - tags: replace the device's tags (a re-registration without tags clears them, as in SQL).
+    ///   - locale: a BCP 47 tag; `nil` keeps the locale the device has.
+    ///   - replaces: the subscription's previous endpoint (after `pushsubscriptionchange`), deleted.
+    public func registerWebPush(
+        app: String, subscription: WebPushSubscription, userID: String? = nil, tags: [String] = [],
+        locale: String? = nil, replaces: String? = nil, on connection: PostgresConnection? = nil
+    ) async throws {
+        let json = try Self.json(subscription, field: "subscription")
+        _ = try await rows("""
+            SELECT push.register_device(
+                app_id => \(app)::text,
+                token => NULL::text,
+                user_id => \(userID)::text,
+                tags => \(tags)::text[],
+                replaces => \(replaces)::text,
+                platform => \(Platform.web.rawValue)::text,
+                locale => \(locale)::text,
+                subscription => \(json)::jsonb)
             """, on: connection)
     }
 
@@ -204,6 +234,8 @@ public struct Platform: RawRepresentable, Sendable, Hashable {
 
     public static let ios = Platform(rawValue: "ios")
     public static let android = Platform(rawValue: "android")
+    /// A browser's Web Push subscription: register it with ``PGPushClient/registerWebPush(app:subscription:userID:tags:locale:replaces:on:)``.
+    public static let web = Platform(rawValue: "web")
 }
 
 /// What a registered token is (`token_kind`, with its `activity_id` or `activity_type`).
