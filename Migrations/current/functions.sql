@@ -1693,10 +1693,11 @@ BEGIN
         IF invalid THEN
             RAISE EXCEPTION 'tokens contains an invalid device token %: %',
                 coalesce(quote_literal(left(bad_token, 12) || CASE WHEN length(bad_token) > 12 THEN '…' ELSE '' END), 'NULL'),
-                concat_ws(', ',
+                CASE WHEN NOT has_fcm AND NOT has_web THEN 'a token is 64 to 200 hex characters' ELSE concat_ws(', ',
                     CASE WHEN has_apns THEN 'an APNs token is 64 to 200 hex characters' END,
-                    CASE WHEN has_fcm THEN 'an FCM registration token is 16 to 1024 of A-Z, a-z, 0-9, ''_'', ''-'' and '':''' END,
-                    CASE WHEN has_web THEN 'a Web Push subscription is its https endpoint URL' END)
+                    CASE WHEN has_fcm THEN 'an FCM registration token ' || CASE WHEN has_apns THEN '' ELSE 'is ' END
+                                           || '16 to 1024 of A-Z, a-z, 0-9, ''_'', ''-'' and '':''' END,
+                    CASE WHEN has_web THEN 'a Web Push subscription is its https endpoint URL' END) END
                 USING ERRCODE = 'check_violation', COLUMN = 'tokens';
         END IF;
         -- Normalised once here so a chunk's index range means the same thing to every worker. FCM tokens are

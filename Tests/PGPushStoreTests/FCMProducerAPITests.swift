@@ -78,8 +78,8 @@ struct FCMProducerAPITests {
         ("SELECT push.register_device('dual', 'has a space in it 0123456789', platform => 'android')", "token is not a valid FCM registration token"),
         ("SELECT push.register_device('dual', repeat('x', 1025), platform => 'android')", "token is not a valid FCM registration token"),
         ("SELECT push.register_device('dual', 'fYK3abcdEFGH:APA91bHqwe-_rty0123456789')", "token is not a valid device token"),
-        ("SELECT push.register_device('dual', 'fYK3abcdEFGH:APA91bHqwe-_rty0123456789', platform => 'windows')", "platform must be 'ios' or 'android'"),
-        ("SELECT push.register_device('dual', 'fYK3abcdEFGH:APA91bHqwe-_rty0123456789', platform => NULL)", "platform must be 'ios' or 'android'"),
+        ("SELECT push.register_device('dual', 'fYK3abcdEFGH:APA91bHqwe-_rty0123456789', platform => 'windows')", "platform must be 'ios', 'android' or 'web'"),
+        ("SELECT push.register_device('dual', 'fYK3abcdEFGH:APA91bHqwe-_rty0123456789', platform => NULL)", "platform must be 'ios', 'android' or 'web'"),
         ("SELECT push.register_device('dual', 'fYK3abcdEFGH:APA91bHqwe-_rty0123456789', replaces => 'no', platform => 'android')", "replaces is not a valid FCM registration token"),
     ])
     func badDeviceRegistrationsAreRefused(_ statement: String, _ expected: String) async throws {

@@ -87,7 +87,7 @@ struct OneTokenEnqueueTests {
                       FROM generate_series(1, 3000) AS i
                 ), credentials(apns, fcm) AS (VALUES (true, true), (true, false), (false, true), (false, false))
                 SELECT count(*) FROM s, credentials
-                 WHERE push.token_platform(x, apns, fcm) IS DISTINCT FROM
+                 WHERE push.token_platform(x, apns, fcm, false) IS DISTINCT FROM
                        CASE WHEN apns AND x ~ '^[0-9A-Fa-f]{64,200}$' THEN 'ios'
                             WHEN fcm AND x ~ '^[A-Za-z0-9_:-]+$' AND length(x) BETWEEN 16 AND 1024 THEN 'android' END
                 """#)
