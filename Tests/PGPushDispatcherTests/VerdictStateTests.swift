@@ -97,6 +97,20 @@ import Testing
         #expect(result8 == [.app("a"): "BadTopic"])
     }
 
+    @Test func aPushServicesJobErrorFailsOnlyTheJobsWebPart() {
+        var verdicts = JobVerdictState(jobErrorThreshold: 2)
+        let first = verdicts.recordWebJobError(7, reason: "PayloadTooLarge")
+        #expect(!first)
+        #expect(verdicts.failure(of: 7, platform: .web) == nil, "one answer is not yet the job's")
+        let second = verdicts.recordWebJobError(7, reason: "PayloadTooLarge")
+        #expect(second)
+        #expect(verdicts.failure(of: 7, platform: .web) == "PayloadTooLarge")
+        #expect(verdicts.failure(of: 7, platform: .ios) == nil)
+        #expect(verdicts.failure(of: 7, platform: .android) == nil)
+        #expect(verdicts.failure(of: 7) == nil)
+        #expect(verdicts.failuresToWrite.isEmpty, "the job itself goes on: nothing is written to push.jobs")
+    }
+
     @Test func webPushErrorsPauseOnlyTheAppsWebPush() {
         var health = AppHealthState(threshold: 2)
         health.recordConfigurationError("a", provider: "webpush", reason: "Web Push: 403 BadJwtToken")

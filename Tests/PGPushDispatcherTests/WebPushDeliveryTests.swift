@@ -212,6 +212,53 @@ extension EndToEndTests {
             }
         }
 
+        @Test func aKeyFileThatDoesNotMatchThePublicKeyPausesWebPushAndSaysSo() async throws {
+            try await Fleet.with { fleet in
+                try await WebSide.with(fleet) { web in
+                    try await fleet.createApp()
+                    try await web.configureApp(fleet)
+                    try await fleet.registerDevices(50)
+                    try await web.subscribe(fleet, 10, on: web.simulators[0])
+                    // The workers' file holds another key than the one the site's subscriptions were made with.
+                    try VAPIDKey.generate().privateKeyPEM.write(toFile: web.keyPath, atomically: true, encoding: .utf8)
+                    let job = try await fleet.enqueue()
+                    let worker = try fleet.startWorker(web.workerArguments())
+                    try await FCMDeliveryTests.waitUntil(timeout: .seconds(90)) {
+                        let paused = try await fleet.count("SELECT count(*) FROM push.apps WHERE web_push_paused_reason IS NOT NULL")
+                        let delivered = try await fleet.count("SELECT ios_delivered FROM push.job_progress WHERE job_id = \(job)")
+                        return paused == 1 && delivered == 50
+                    }
+                    await worker.stop()
+                    let reason = try #require(try await Self.text(fleet, "SELECT web_push_paused_reason FROM push.apps WHERE id = 'app'"))
+                    #expect(reason.contains("does not match vapid_public_key"), "\(reason)")
+                    #expect(!reason.contains("PRIVATE KEY"), "the key itself never goes into the database")
+                    #expect(web.simulators[0].statistics.connectionsAccepted == 0, "nothing is signed with the wrong key")
+                    #expect(try await fleet.count("SELECT web_pending FROM push.job_progress WHERE job_id = \(job)") == 10)
+                }
+            }
+        }
+
+        @Test func aMessageTooLargeForThePushServiceFailsTheJobsWebPartWhileIPhonesReceiveIt() async throws {
+            try await Fleet.with { fleet in
+                try await WebSide.with(fleet, configure: { $0.maximumBodySize = 64 }) { web in
+                    try await fleet.createApp()
+                    try await web.configureApp(fleet)
+                    try await fleet.registerDevices(100)
+                    try await web.subscribe(fleet, 100, on: web.simulators[0])
+                    let job = try await fleet.enqueue()
+                    let worker = try fleet.startWorker(web.workerArguments())
+                    #expect(try await fleet.waitForJob(job, timeout: .seconds(120)) == "done", "\(worker.log.suffix(2000))")
+                    await worker.stop()
+                    #expect(fleet.simulator.ledger.acceptedCount == 100)
+                    #expect(try await Self.platformProgress(fleet, job: job) == [100, 100, 0, 0, 0, 0, 0, 0, 100, 0, 100, 0])
+                    #expect(try await fleet.count("SELECT count(*) FROM push.deliveries WHERE job_id = \(job) AND reason = 'PayloadTooLarge'") == 100)
+                    // A handful of requests tell; the rest are not sent.
+                    let requests = web.simulators[0].statistics.pushRequests
+                    #expect(requests < 100, "\(requests) requests")
+                }
+            }
+        }
+
         @Test func withTooManyRequestsAndUnavailableAnswersEveryLiveSubscriptionGetsTheMessageOnce() async throws {
             try await Fleet.with { fleet in
                 try await WebSide.with(fleet, configure: {

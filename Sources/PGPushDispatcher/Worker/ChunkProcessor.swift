@@ -178,7 +178,7 @@ struct ChunkProcessor: Sendable {
     private func disposition(of chunk: ClaimedChunk, verdicts: JobVerdicts) -> Disposition {
         if chunk.claims > maximumClaims { return .poison }
         if verdicts.isCancelled(chunk.jobID) { return .cancelled }
-        if let reason = chunk.jobFailure ?? verdicts.failure(of: chunk.jobID) { return .failed(reason: reason) }
+        if let reason = chunk.jobFailure ?? verdicts.failure(of: chunk.jobID, platform: chunk.platform) { return .failed(reason: reason) }
         return .send
     }
 
@@ -245,7 +245,7 @@ struct ChunkProcessor: Sendable {
     @inline(never)
     private func nextStep(for token: String, chunk: ClaimedChunk, verdicts: JobVerdicts, into tally: inout Tally) -> Step {
         if verdicts.isCancelled(chunk.jobID) { return .stop }
-        if let reason = verdicts.failure(of: chunk.jobID) {
+        if let reason = verdicts.failure(of: chunk.jobID, platform: chunk.platform) {
             tally.outcomes.append(notSent(token, reason: reason, chunk: chunk, at: runtime.now()))
             return .skip
         }
@@ -281,6 +281,8 @@ struct ChunkProcessor: Sendable {
             let (classification, retryAfter) = provider.classify(outcome)
             switch classification {
             case .configurationError(let reason): appHealth.recordConfigurationError(appID, provider: provider.provider, reason: reason)
+            case .jobError(let reason) where provider.provider == .webpush:
+                verdicts.recordWebJobError(jobID, reason: reason)
             case .jobError(let reason):
                 if verdicts.recordJobError(jobID, reason: reason, immediately: provider.isBroadcast) {
                     metrics.jobsFailedByJobError.increment()

@@ -1,3 +1,4 @@
+import PGPushStore
 import Synchronization
 
 /// What a worker knows about jobs that must stop sending: cancelled ones (from NOTIFY) and ones that failed
@@ -12,6 +13,10 @@ struct JobVerdictState: Sendable {
     private var cancelled: Set<Int64> = []
     private var failed: [Int64: String] = [:]
     private var jobErrors: [Int64: Int] = [:]
+    /// A job-level error of a push service (413: the message is too large for it) fails the job's web part
+    /// only: its iOS and Android devices are sent on. Kept in this worker; another worker learns it itself.
+    private var webFailed: [Int64: String] = [:]
+    private var webJobErrors: [Int64: Int] = [:]
     /// Failures to write to `push.jobs.failure_reason`, kept until a write succeeds.
     private var unwrittenFailures: [Int64: String] = [:]
 
@@ -29,6 +34,24 @@ struct JobVerdictState: Sendable {
 
     /// The reason a job failed with, if it did.
     func failure(of job: Int64) -> String? { failed[job] }
+
+    /// The reason a job's devices of `platform` are not sent, if any: the job failed, or its web part did.
+    func failure(of job: Int64, platform: DevicePlatform) -> String? {
+        failed[job] ?? (platform == .web ? webFailed[job] : nil)
+    }
+
+    /// Records a push service's job-level error; once the job has had ``jobErrorThreshold`` of them its web
+    /// part has failed. Returns true when this answer made it fail.
+    mutating func recordWebJobError(_ job: Int64, reason: String) -> Bool {
+        guard failed[job] == nil, webFailed[job] == nil else { return false }
+        let count = webJobErrors[job, default: 0] + 1
+        webJobErrors[job] = count
+        guard count >= jobErrorThreshold else { return false }
+        trim()
+        webFailed[job] = reason
+        webJobErrors[job] = nil
+        return true
+    }
 
     /// Records a job-level error answer; once the job has had ``jobErrorThreshold`` of them it has failed.
     /// A job of one request (a channel broadcast) fails `immediately`: its one answer is all there is.
@@ -63,6 +86,8 @@ struct JobVerdictState: Sendable {
         if cancelled.count >= memory { cancelled.removeAll(keepingCapacity: true) }
         if failed.count >= memory { failed = failed.filter { unwrittenFailures[$0.key] != nil } }
         if jobErrors.count >= memory { jobErrors.removeAll(keepingCapacity: true) }
+        if webFailed.count >= memory { webFailed.removeAll(keepingCapacity: true) }
+        if webJobErrors.count >= memory { webJobErrors.removeAll(keepingCapacity: true) }
     }
 }
 
@@ -77,6 +102,9 @@ final class JobVerdicts: Sendable {
     func cancel(_ job: Int64) { state.withLock { $0.cancel(job) } }
     func isCancelled(_ job: Int64) -> Bool { state.withLock { $0.isCancelled(job) } }
     func failure(of job: Int64) -> String? { state.withLock { $0.failure(of: job) } }
+    func failure(of job: Int64, platform: DevicePlatform) -> String? { state.withLock { $0.failure(of: job, platform: platform) } }
+    @discardableResult
+    func recordWebJobError(_ job: Int64, reason: String) -> Bool { state.withLock { $0.recordWebJobError(job, reason: reason) } }
     @discardableResult
     func recordJobError(_ job: Int64, reason: String, immediately: Bool = false) -> Bool {
         state.withLock { $0.recordJobError(job, reason: reason, immediately: immediately) }
