@@ -129,6 +129,62 @@ struct WebPushDevicesCommandTests {
         }
     }
 
+    @Test("devices import reads Web Push subscriptions from jsonl: bare or with user_id, tags and locale; keys stored")
+    func importJSONLines() async throws {
+        try await TestDatabase.with { db in
+            let key = try await WebPushFixtures.addWebApp(db)
+            let lines = [
+                WebPushFixtures.subscription(1),
+                "",
+                #"{"subscription": \#(WebPushFixtures.subscription(2)), "user_id": "42", "tags": ["sports", "eu"], "locale": "fr_CA"}"#,
+            ].joined(separator: "\n")
+            let file = try temporaryFile(lines, suffix: ".jsonl")
+            defer { for url in [key, file] { try? FileManager.default.removeItem(at: url) } }
+            let run = try await CLIProcess.run(["devices", "import", file.path, "--app", "news", "--database-url", db.urlString, "--json"])
+            #expect(run.status == 0, "\(run)")
+            #expect((try run.json() as? [String: Any])?["inserted"] as? NSNumber == 2, "\(run)")
+            #expect(try await db.scalar("""
+                SELECT count(*) FROM push.devices WHERE platform = 'web' AND web_p256dh = \(WebPushFixtures.p256dh)
+                   AND web_auth = \(WebPushFixtures.auth)
+                """) == 2)
+            #expect(try await db.scalar("""
+                SELECT count(*) FROM push.devices WHERE token = \(WebPushFixtures.endpoint(2)) AND user_id = '42'
+                   AND tags = ARRAY['sports', 'eu'] AND locale = 'fr-ca'
+                """) == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices WHERE token = \(WebPushFixtures.endpoint(1)) AND user_id IS NULL") == 1)
+
+            // The same lines through stdin with --format, once more: updated, not duplicated.
+            let again = try await CLIProcess.run(
+                ["devices", "import", "-", "--format", "jsonl", "--app", "news", "--database-url", db.urlString, "--json"],
+                stdin: Data(lines.utf8))
+            #expect((try again.json() as? [String: Any])?["updated"] as? NSNumber == 2, "\(again)")
+        }
+    }
+
+    @Test("a bad jsonl line, or an app without Web Push, exits 1 and imports nothing")
+    func importJSONLinesRefusals() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp("plain")
+            let key = try await WebPushFixtures.addWebApp(db)
+            let bad = try temporaryFile(
+                WebPushFixtures.subscription(1) + "\n" + WebPushFixtures.subscription(2, auth: "c2hvcnQ") + "\n", suffix: ".jsonl")
+            let good = try temporaryFile(WebPushFixtures.subscription(1) + "\n", suffix: ".jsonl")
+            let unknownKey = try temporaryFile(#"{"subscription": \#(WebPushFixtures.subscription(1)), "user": "42"}"#, suffix: ".jsonl")
+            defer { for url in [key, bad, good, unknownKey] { try? FileManager.default.removeItem(at: url) } }
+
+            let badLine = try await CLIProcess.run(["devices", "import", bad.path, "--app", "news", "--database-url", db.urlString])
+            #expect(badLine.status == 1, "\(badLine)")
+            #expect(badLine.stderr.contains("line 2: not a Web Push subscription: keys.auth must be 16 bytes"), "\(badLine)")
+            #expect(!badLine.stderr.contains("test-2"), "the endpoint is never quoted: \(badLine)")
+            let unknown = try await CLIProcess.run(["devices", "import", unknownKey.path, "--app", "news", "--database-url", db.urlString])
+            #expect(unknown.status == 1 && unknown.stderr.contains("line 1: unknown key \"user\""), "\(unknown)")
+            let noWebPush = try await CLIProcess.run(["devices", "import", good.path, "--app", "plain", "--database-url", db.urlString])
+            #expect(noWebPush.status == 1, "\(noWebPush)")
+            #expect(noWebPush.stderr.contains("app plain has no Web Push configured"), "\(noWebPush)")
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices") == 0)
+        }
+    }
+
     @Test("devices import refuses web devices, by --platform or by a platform column, and imports nothing")
     func importRefusesWeb() async throws {
         try await TestDatabase.with { db in

@@ -34,13 +34,18 @@ struct DevicesImportCommand: AsyncParsableCommand {
             locale: a device imported without a locale keeps the one it has. When a token appears twice, its \
             last line wins.
 
-            Web Push subscriptions carry keys beside their endpoint, so a device file cannot hold them: register \
-            each with `pgpush devices add --platform web --subscription FILE`.
+            Web Push subscriptions carry keys beside their endpoint, so they come in their own format, jsonl \
+            (.jsonl or .ndjson, or --format jsonl): one JSON object per line, either the browser's \
+            subscription.toJSON() itself or {"subscription": {…}, "user_id": "42", "tags": ["sports"], \
+            "locale": "fr"}. Each subscription is checked as `pgpush devices add --subscription` checks one, and \
+            the app must have Web Push configured. As with a csv column, when some line has user_id (or tags), \
+            every device of the file gets its line's (none where a line has none).
 
             Examples:
               pgpush devices import tokens.txt --app news
               pgpush devices import export.csv --app news --json
               pgpush devices import fcm-tokens.txt --app news --platform android
+              pgpush devices import subscriptions.jsonl --app news
               psql -Atc "SELECT token FROM legacy_devices" | pgpush devices import - --app news
 
             Exit codes: 0 imported, 1 a bad line or a database error (nothing imported), 2 unknown app, \
@@ -56,7 +61,7 @@ struct DevicesImportCommand: AsyncParsableCommand {
     @Option(help: "The app the devices belong to.")
     var app: String
 
-    @Option(help: "lines, csv or tsv (default: from the file name's extension).")
+    @Option(help: "lines, csv, tsv or jsonl (default: from the file name's extension).")
     var format: DeviceFileFormat?
 
     @Option(help: "ios or android: the platform of every device, unless a csv or tsv file has a platform column.")
@@ -69,13 +74,18 @@ struct DevicesImportCommand: AsyncParsableCommand {
         let logger = logging.bootstrap(label: "pgpush.devices")
         let url = try database.resolve()
         try await reportingFailures {
-            guard DeviceFile.importable.contains(platform) else { throw DeviceFile.webRefusal(line: nil) }
+            let format = format ?? (file == "-" ? .lines : .guess(path: file))
+            guard format == .jsonl || DeviceFile.importable.contains(platform) else { throw DeviceFile.webRefusal(line: nil) }
             guard let text = String(data: try readInput(file), encoding: .utf8) else {
                 throw OperatorError(.failed, "\(file) is not UTF-8 text")
             }
-            let parsed = try DeviceFile.parse(text, format: format ?? (file == "-" ? .lines : .guess(path: file)), platform: platform)
+            let parsed = try DeviceFile.parse(text, format: format, platform: platform)
             let imported = try await withOperatorStore(url, logger: logger) { store in
-                try await store.importDevices(
+                if parsed.hasWebDevices, try await store.appHasWebPush(app) == false {
+                    throw OperatorError(.failed, "app \(app) has no Web Push configured: give it a VAPID key first "
+                        + "(`pgpush apps set-vapid \(app) --vapid-key FILE --vapid-subject mailto:…`); nothing was imported")
+                }
+                return try await store.importDevices(
                     appID: app, records: parsed.records, replaceUserIDs: parsed.hasUserIDs, replaceTags: parsed.hasTags)
             }
             guard let result = imported else { throw OperatorError(.notFound, "unknown app \(app)") }

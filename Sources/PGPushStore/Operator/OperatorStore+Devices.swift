@@ -13,9 +13,14 @@ public struct DeviceRecord: Equatable, Sendable {
     /// A BCP 47 tag such as `fr_CA` or `fr-ca`, normalised by `push.normalize_locale` on import; `nil` keeps the
     /// locale the device has, as a registration without one does.
     public var locale: String?
+    /// A Web Push subscription's keys (base64url without padding), checked by the caller; `nil` for a token. The
+    /// token is then the subscription's endpoint.
+    public var webP256dh: String?
+    public var webAuth: String?
 
     public init(
-        line: Int, token: String, userID: String?, tags: [String], platform: DevicePlatform = .ios, locale: String? = nil
+        line: Int, token: String, userID: String?, tags: [String], platform: DevicePlatform = .ios, locale: String? = nil,
+        webP256dh: String? = nil, webAuth: String? = nil
     ) {
         self.line = line
         self.token = token
@@ -23,6 +28,16 @@ public struct DeviceRecord: Equatable, Sendable {
         self.tags = tags
         self.platform = platform
         self.locale = locale
+        self.webP256dh = webP256dh
+        self.webAuth = webAuth
+    }
+}
+
+extension OperatorStore {
+    /// Whether the app has Web Push configured (a VAPID key), as push.register_device requires of a web device;
+    /// `nil` for an unknown app.
+    public func appHasWebPush(_ appID: String) async throws -> Bool? {
+        try await run("SELECT vapid_public_key IS NOT NULL FROM push.apps WHERE id = \(appID)").first?.decode(Bool.self)
     }
 }
 
@@ -51,18 +66,22 @@ extension OperatorStore {
             guard !records.isEmpty else { return DeviceImportResult(inserted: 0, updated: 0) }
             try await store.run("""
                 CREATE TEMPORARY TABLE pgpush_device_import (
-                    line integer, token text, user_id text, tags text, platform text, locale text)
+                    line integer, token text, user_id text, tags text, platform text, locale text, web_p256dh text,
+                    web_auth text)
                 ON COMMIT DROP
                 """)
             try await connection.copyFrom(
-                table: "pgpush_device_import", columns: ["line", "token", "user_id", "tags", "platform", "locale"], logger: logger
+                table: "pgpush_device_import",
+                columns: ["line", "token", "user_id", "tags", "platform", "locale", "web_p256dh", "web_auth"], logger: logger
             ) { writer in
                 var chunk = ""
                 for record in records {
                     // Tags travel as a JSON array: no array-literal quoting rules to get wrong.
                     let tags = String(decoding: try JSONSerialization.data(withJSONObject: record.tags), as: UTF8.self)
-                    chunk += CopyText.row(
-                        [String(record.line), record.token, record.userID, tags, record.platform.rawValue, record.locale])
+                    chunk += CopyText.row([
+                        String(record.line), record.token, record.userID, tags, record.platform.rawValue, record.locale,
+                        record.webP256dh, record.webAuth,
+                    ])
                     if chunk.utf8.count >= Self.importBatchBytes {
                         try await writer.write(ByteBuffer(string: chunk))
                         chunk = ""
@@ -72,17 +91,20 @@ extension OperatorStore {
             }
             let rows = try await store.run("""
                 WITH upserted AS (
-                    INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform, locale)
+                    INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform, locale, web_p256dh,
+                                                   web_auth)
                     SELECT DISTINCT ON (i.token) \(appID)::text, i.token, i.user_id,
                            ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), now(), i.platform,
                            -- A malformed locale is kept as given, for devices_locale_form to refuse, not dropped.
-                           coalesce(push.normalize_locale(i.locale), i.locale)
+                           coalesce(push.normalize_locale(i.locale), i.locale), i.web_p256dh, i.web_auth
                       FROM pgpush_device_import i
                      ORDER BY i.token, i.line DESC
                     ON CONFLICT (app_id, token) DO UPDATE
                        SET user_id = CASE WHEN \(replaceUserIDs) THEN EXCLUDED.user_id ELSE d.user_id END,
                            tags = CASE WHEN \(replaceTags) THEN EXCLUDED.tags ELSE d.tags END,
                            registered_at = EXCLUDED.registered_at, platform = EXCLUDED.platform,
+                           -- A subscription's keys change when the browser subscribes again at the same endpoint.
+                           web_p256dh = EXCLUDED.web_p256dh, web_auth = EXCLUDED.web_auth,
                            -- An import without a locale keeps the one the device has.
                            locale = coalesce(EXCLUDED.locale, d.locale)
                     RETURNING (xmax = 0) AS inserted

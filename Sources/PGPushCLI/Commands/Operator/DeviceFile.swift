@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PGPushCore
 import PGPushStore
 
 /// The layouts `pgpush devices import` reads.
@@ -12,12 +13,16 @@ enum DeviceFileFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
     case csv
     /// Tab-separated with the same header; no quoting.
     case tsv
+    /// Web Push subscriptions, one JSON object per line: the browser's `subscription.toJSON()` itself, or
+    /// `{"subscription": {…}, "user_id": …, "tags": […], "locale": …}`.
+    case jsonl
 
-    /// `.csv` → csv, `.tsv`/`.tab` → tsv, anything else (and stdin) → lines.
+    /// `.csv` → csv, `.tsv`/`.tab` → tsv, `.jsonl`/`.ndjson` → jsonl, anything else (and stdin) → lines.
     static func guess(path: String) -> DeviceFileFormat {
         switch URL(fileURLWithPath: path).pathExtension.lowercased() {
         case "csv": .csv
         case "tsv", "tab": .tsv
+        case "jsonl", "ndjson": .jsonl
         default: .lines
         }
     }
@@ -59,8 +64,76 @@ struct DeviceFile: Sendable {
                 })
             }
             return try table(rows, format: format, platform: platform)
+        case .jsonl:
+            return try subscriptions(text)
         }
     }
+
+    /// A jsonl file of Web Push subscriptions. Each is checked as `devices add --subscription` checks one
+    /// (WebPushSubscription: an https endpoint, a P-256 p256dh, a 16-byte auth); its keys are stored as base64url
+    /// without padding, as push.register_device stores them. As with a csv column, a file where some line has
+    /// `user_id` (or `tags`) sets it on every device it imports, `null` where a line has none.
+    private static func subscriptions(_ text: String) throws(OperatorError) -> DeviceFile {
+        var records: [DeviceRecord] = []
+        var hasUserIDs = false
+        var hasTags = false
+        for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
+            let line = index + 1
+            let field = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+            if field.isEmpty { continue }
+            func fail(_ reason: String) -> OperatorError {
+                OperatorError(.failed, "line \(line): \(reason); nothing was imported")
+            }
+            guard let object = (try? JSONSerialization.jsonObject(with: Data(field.utf8))) as? [String: Any] else {
+                throw fail("not a JSON object (expected a subscription, or {\"subscription\": {…}, \"user_id\": …, \"tags\": […]})")
+            }
+            let wrapped = object["endpoint"] == nil
+            if wrapped, let unknown = object.keys.filter({ !["subscription", "user_id", "tags", "locale"].contains($0) }).sorted().first {
+                throw fail("unknown key \"\(unknown.prefix(32))\" (expected subscription, user_id, tags, locale)")
+            }
+            let subscriptionObject = wrapped ? object["subscription"] : object
+            guard let subscriptionObject, let json = try? JSONSerialization.data(withJSONObject: subscriptionObject) else {
+                throw fail("no subscription: give the browser's subscription.toJSON() or {\"subscription\": {…}}")
+            }
+            let subscription: WebPushSubscription
+            do throws(WebPushError) {
+                subscription = try WebPushSubscription(json: json)
+            } catch {
+                throw fail("not a Web Push subscription: \(error.message)")
+            }
+            var userID: String?
+            var tags: [String] = []
+            var locale: String?
+            if wrapped {
+                switch object["user_id"] {
+                case nil, is NSNull: break
+                case let text as String: userID = text.isEmpty ? nil : text
+                default: throw fail("user_id must be a string")
+                }
+                switch object["tags"] {
+                case nil, is NSNull: break
+                case let list as [String]: tags = Self.tags(list.joined(separator: "|"))
+                case let text as String: tags = Self.tags(text)
+                default: throw fail("tags must be a list of strings")
+                }
+                switch object["locale"] {
+                case nil, is NSNull: break
+                case let text as String: locale = try Self.locale(text, line: line)
+                default: throw fail("locale must be a string")
+                }
+                hasUserIDs = hasUserIDs || object["user_id"] != nil
+                hasTags = hasTags || object["tags"] != nil
+            }
+            guard let web = DevicePlatform(rawValue: "web") else { throw webRefusal(line: line) }
+            records.append(DeviceRecord(
+                line: line, token: subscription.endpoint, userID: userID, tags: tags, platform: web, locale: locale,
+                webP256dh: subscription.keys.p256dhBase64URL, webAuth: subscription.keys.authBase64URL))
+        }
+        return DeviceFile(records: records, hasUserIDs: hasUserIDs, hasTags: hasTags)
+    }
+
+    /// Whether any record is a Web Push subscription (the app must have Web Push configured).
+    var hasWebDevices: Bool { records.contains { $0.webP256dh != nil } }
 
     static let columns = ["token", "user_id", "tags", "platform", "locale"]
 
@@ -70,7 +143,8 @@ struct DeviceFile: Sendable {
     /// A Web Push subscription is an endpoint and two keys, which a token column cannot carry.
     static func webRefusal(line: Int?) -> OperatorError {
         OperatorError(.failed, (line.map { "line \($0): " } ?? "") + "a web device is a Web Push subscription (an endpoint and its keys), not a token: "
-            + "register it with `pgpush devices add --platform web --subscription FILE`; nothing was imported")
+            + "import subscriptions from a jsonl file (--format jsonl) or register one with "
+            + "`pgpush devices add --platform web --subscription FILE`; nothing was imported")
     }
 
     private static func table(
