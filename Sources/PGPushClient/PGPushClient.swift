@@ -134,7 +134,7 @@ public struct PGPushClient: Sendable {
     ///   - locale: a BCP 47 tag; `nil` keeps the locale the device has.
     ///   - replaces: the subscription's previous endpoint (after `pushsubscriptionchange`), deleted.
     public func registerWebPush(
-        app: String, subscription: WebPushSubscription, userID: String? = nil, tags: [String] = [],
+        app: String, subscription: PushSubscription, userID: String? = nil, tags: [String] = [],
         locale: String? = nil, replaces: String? = nil, on connection: PostgresConnection? = nil
     ) async throws {
         let json = try Self.json(subscription, field: "subscription")

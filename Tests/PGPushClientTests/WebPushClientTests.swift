@@ -38,7 +38,7 @@ struct WebPushClientTests {
         try await Self.withProducer { db, push in
             // What the website's JavaScript posts: subscription.toJSON(), with a field the client does not know.
             let posted = #"{"endpoint": "\#(Self.endpoint(1))", "expirationTime": null, "keys": {"p256dh": "\#(Self.p256dh)", "auth": "\#(Self.auth)"}, "extra": 1}"#
-            let subscription = try JSONDecoder().decode(WebPushSubscription.self, from: Data(posted.utf8))
+            let subscription = try JSONDecoder().decode(PushSubscription.self, from: Data(posted.utf8))
             #expect(subscription.keys.auth == Self.auth)
             #expect(subscription.expirationTime == nil)
             #expect(!subscription.description.contains("web-test"), "description shows only the host: \(subscription)")
@@ -50,7 +50,7 @@ struct WebPushClientTests {
                 """) == 1)
 
             // The browser's pushsubscriptionchange: the new subscription replaces the old endpoint.
-            let renewed = WebPushSubscription(
+            let renewed = PushSubscription(
                 endpoint: Self.endpoint(2), keys: .init(p256dh: Self.p256dh, auth: Self.auth), expirationTime: 1_900_000_000_000)
             try await push.registerWebPush(app: "news", subscription: renewed, userID: "user-1", replaces: Self.endpoint(1))
             #expect(try await db.scalar("SELECT count(*) FROM push.devices WHERE platform = 'web'") == 1)
@@ -60,7 +60,7 @@ struct WebPushClientTests {
 
     @Test func aBadSubscriptionIsRefusedWithItsField() async throws {
         try await Self.withProducer { _, push in
-            let badAuth = WebPushSubscription(endpoint: Self.endpoint(1), keys: .init(p256dh: Self.p256dh, auth: "c2hvcnQ"))
+            let badAuth = PushSubscription(endpoint: Self.endpoint(1), keys: .init(p256dh: Self.p256dh, auth: "c2hvcnQ"))
             let refusal = await #expect(throws: PGPushClientError.self) {
                 try await push.registerWebPush(app: "news", subscription: badAuth)
             }
@@ -68,7 +68,7 @@ struct WebPushClientTests {
             #expect(refusal?.field == "subscription")
             #expect(refusal?.message.contains("keys.auth") == true, "\(String(describing: refusal))")
 
-            let plainHTTP = WebPushSubscription(
+            let plainHTTP = PushSubscription(
                 endpoint: "http://push.example.net/x", keys: .init(p256dh: Self.p256dh, auth: Self.auth))
             let http = await #expect(throws: PGPushClientError.self) {
                 try await push.registerWebPush(app: "news", subscription: plainHTTP)

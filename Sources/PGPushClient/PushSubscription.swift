@@ -1,7 +1,8 @@
 import Foundation
 
-/// A browser's Web Push subscription, as the website's JavaScript gets it from `subscription.toJSON()` and posts it
-/// to the backend: `{"endpoint": "https://…", "expirationTime": null, "keys": {"p256dh": "…", "auth": "…"}}`.
+/// A browser's Web Push subscription (its `PushSubscription`), as the website's JavaScript gets it from
+/// `subscription.toJSON()` and posts it to the backend:
+/// `{"endpoint": "https://…", "expirationTime": null, "keys": {"p256dh": "…", "auth": "…"}}`.
 ///
 /// Decode the posted body into it (unknown fields are ignored) and pass it to
 /// ``PGPushClient/registerWebPush(app:subscription:userID:tags:locale:replaces:on:)``. Nothing is checked here:
@@ -9,7 +10,7 @@ import Foundation
 ///
 /// The endpoint and the keys together are enough to push to the browser: keep them out of logs.
 /// `description` shows only the endpoint's host.
-public struct WebPushSubscription: Sendable, Hashable, Codable, CustomStringConvertible {
+public struct PushSubscription: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The push service's URL for this browser; the device's token once registered.
     public var endpoint: String
     /// When the subscription expires, in milliseconds since 1970, if the browser says (most give `null`).
@@ -47,6 +48,6 @@ public struct WebPushSubscription: Sendable, Hashable, Codable, CustomStringConv
     }
 
     public var description: String {
-        "WebPushSubscription(\(URL(string: endpoint)?.host ?? "?"))"
+        "PushSubscription(\(URL(string: endpoint)?.host ?? "?"))"
     }
 }
