@@ -1190,3 +1190,73 @@ CREATE OR REPLACE VIEW push.job_engagement AS
           WHERE ((op.job_id = j.id) AND (op.platform = p.platform))) o ON (true))
   WHERE (((p.delivered > 0) OR (o.opened > 0)) AND ((( SELECT push.granted_apps() AS granted_apps) IS NULL) OR (j.app_id = ANY (( SELECT push.granted_apps() AS granted_apps)::text[]))));
 
+-- ==== push.resend_failed: a resend keeps the job's web message ======================================
+
+CREATE OR REPLACE FUNCTION push.resend_failed(job_id bigint, reasons text[] DEFAULT NULL::text[]) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'push'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    allowed  text[] := push.granted_apps();
+    original push.jobs%ROWTYPE;
+    targets  text[];
+    resent   bigint;
+BEGIN
+    IF resend_failed.job_id IS NULL THEN
+        RAISE EXCEPTION 'job_id is required' USING ERRCODE = 'not_null_violation', COLUMN = 'job_id';
+    END IF;
+    SELECT * INTO original FROM push.jobs j
+     WHERE j.id = resend_failed.job_id AND (allowed IS NULL OR j.app_id = ANY (allowed));
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown job_id: %', resend_failed.job_id USING ERRCODE = 'no_data_found', COLUMN = 'job_id';
+    END IF;
+    PERFORM push.check_app_granted(original.app_id);
+    IF original.channel IS NOT NULL THEN
+        RAISE EXCEPTION 'job % is a broadcast on channel %: it has no device tokens to resend; enqueue it again',
+            original.id, quote_literal(original.channel)
+            USING ERRCODE = 'check_violation', COLUMN = 'job_id';
+    END IF;
+    IF original.expires_at IS NOT NULL AND original.expires_at <= now() THEN
+        RAISE EXCEPTION 'job % expired at %: its message is no longer to be sent; enqueue a new job instead',
+            original.id, original.expires_at
+            USING ERRCODE = 'check_violation', COLUMN = 'job_id';
+    END IF;
+    -- Two resends of one job at once would both find the same tokens.
+    PERFORM pg_advisory_xact_lock(hashtextextended('pgpush-resend:' || original.id, 0));
+
+    SELECT array_agg(o.token ORDER BY o.token) INTO targets
+      FROM (SELECT d.token,
+                   bool_or(d.status = 200) AS delivered,
+                   bool_or(d.status >= 500 OR d.status = 429
+                           OR (d.status = 0 AND coalesce(d.reason, '') NOT IN ('Expired', 'FrequencyCapped'))
+                           OR d.reason = ANY (resend_failed.reasons)) AS retry
+              FROM push.deliveries d
+             WHERE d.job_id = original.id
+             GROUP BY d.token) AS o
+     WHERE o.retry AND NOT o.delivered
+       AND EXISTS (SELECT 1 FROM push.devices v WHERE v.app_id = original.app_id AND v.token = o.token)
+       AND NOT EXISTS (SELECT 1 FROM push.pruned_devices p
+                        WHERE p.app_id = original.app_id AND p.pruned_at >= original.created_at
+                          AND p.job_id = original.id AND p.token = o.token)
+       AND NOT EXISTS (SELECT 1 FROM push.jobs r
+                        WHERE r.resent_from = original.id AND r.state <> 'cancelled' AND o.token = ANY (r.tokens));
+    IF targets IS NULL THEN
+        RETURN NULL;
+    END IF;
+
+    -- Checked like any job (push.validate_job and the content and labels triggers), as the caller.
+    INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, expires_at, collapse_id, priority,
+                                fcm, activity_type, localized, badge, labels, resent_from, web, web_urgency)
+    VALUES (original.app_id, original.payload, original.push_type, original.apns_priority, targets, original.expires_at,
+            original.collapse_id, original.priority, original.fcm, original.activity_type, original.localized,
+            original.badge, original.labels, original.id,
+            -- Only while the app still has Web Push: the resend of its other devices must not be refused.
+            CASE WHEN EXISTS (SELECT 1 FROM push.apps a WHERE a.id = original.app_id AND a.vapid_private_key_path IS NOT NULL)
+                 THEN original.web END,
+            CASE WHEN EXISTS (SELECT 1 FROM push.apps a WHERE a.id = original.app_id AND a.vapid_private_key_path IS NOT NULL)
+                 THEN original.web_urgency END)
+    RETURNING j.id INTO resent;
+    RETURN resent;
+END;
+$$;

@@ -1100,10 +1100,15 @@ BEGIN
 
     -- Checked like any job (push.validate_job and the content and labels triggers), as the caller.
     INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, expires_at, collapse_id, priority,
-                                fcm, activity_type, localized, badge, labels, resent_from)
+                                fcm, activity_type, localized, badge, labels, resent_from, web, web_urgency)
     VALUES (original.app_id, original.payload, original.push_type, original.apns_priority, targets, original.expires_at,
             original.collapse_id, original.priority, original.fcm, original.activity_type, original.localized,
-            original.badge, original.labels, original.id)
+            original.badge, original.labels, original.id,
+            -- Only while the app still has Web Push: the resend of its other devices must not be refused.
+            CASE WHEN EXISTS (SELECT 1 FROM push.apps a WHERE a.id = original.app_id AND a.vapid_private_key_path IS NOT NULL)
+                 THEN original.web END,
+            CASE WHEN EXISTS (SELECT 1 FROM push.apps a WHERE a.id = original.app_id AND a.vapid_private_key_path IS NOT NULL)
+                 THEN original.web_urgency END)
     RETURNING j.id INTO resent;
     RETURN resent;
 END;

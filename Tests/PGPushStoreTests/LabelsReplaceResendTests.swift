@@ -144,9 +144,11 @@ struct LabelsReplaceResendTests {
                 SELECT count(*) FROM push.job_progress WHERE job_id = \(monday) AND labels = '{"team": "growth", "campaign": "cyber-monday"}'
                 """) == 1)
 
-            // Every column the views had keeps its place; the new ones come last.
+            // Every column the views had keeps its place; the new ones come last, before those of later migrations
+            // (0027's web counts).
             for (view, tail) in [
-                ("job_progress", ["cancelled_tokens", "channel", "labels", "replace_key", "replaced_by", "resent_from"]),
+                ("job_progress", ["cancelled_tokens", "channel", "labels", "replace_key", "replaced_by", "resent_from",
+                                  "web_total", "web_delivered", "web_failed", "web_pending"]),
                 ("job_latency", ["enqueue_to_first_send", "enqueue_to_finish", "labels"]),
                 ("job_engagement", ["created_at", "state", "labels"]),
             ] {

@@ -218,6 +218,27 @@ struct WebPushProducerAPITests {
         }
     }
 
+    @Test func aResendOfFailedSubscriptionsKeepsTheJobsWebMessage() async throws {
+        try await TestDatabase.with { db in
+            try await Self.createApps(db)
+            try await db.exec("""
+                SELECT push.register_device(app_id => 'web', platform => 'web', subscription => \(Self.subscription())::jsonb)
+                """)
+            let job = try await db.scalar("""
+                SELECT push.enqueue('web', '{"aps":{"alert":"Hi"}}', web => '{"title": "Given", "body": "as given"}', web_urgency => 'low')
+                """)
+            try await db.exec("UPDATE push.jobs SET state = 'done', finished_at = now(), total = 1, failed = 1 WHERE id = \(job)")
+            try await db.exec("""
+                INSERT INTO push.deliveries (job_id, app_id, token, status, reason, apns_id, attempt, sent_at, platform)
+                VALUES (\(job), 'web', \(Self.endpoint), 503, 'HTTP503', gen_random_uuid(), 5, now(), 'web')
+                """)
+            let resent = try await db.scalar("SELECT push.resend_failed(\(job))")
+            #expect(try await Self.text(db, "SELECT web::text FROM push.jobs WHERE id = \(resent)") == #"{"body": "as given", "title": "Given"}"#)
+            #expect(try await Self.text(db, "SELECT web_urgency FROM push.jobs WHERE id = \(resent)") == "low")
+            #expect(try await db.scalar("SELECT web_total FROM push.job_progress WHERE job_id = \(resent)") == 1)
+        }
+    }
+
     @Test func aJobCountsItsWebSubscriptionsApartFromIOSAndAndroid() async throws {
         try await TestDatabase.with { db in
             try await Self.createApps(db)
