@@ -19,6 +19,44 @@ import Testing
         WebPushMessage(subscription: try subscription(endpoint: endpoint), plaintext: Array(#"{"title":"Hi"}"#.utf8), timeToLive: 60)
     }
 
+    @Test func metricsLabelAnEndpointByItsOriginNeverItsPath() {
+        #expect(WorkerMetrics.webPushOrigin(of: "https://fcm.googleapis.com/fcm/send/abc:def") == "https://fcm.googleapis.com")
+        #expect(WorkerMetrics.webPushOrigin(of: "https://127.0.0.1:2199/push/secret-id") == "https://127.0.0.1:2199")
+        #expect(WorkerMetrics.webPushOrigin(of: "https://web.push.apple.com?x=1") == "https://web.push.apple.com")
+        #expect(WorkerMetrics.webPushOrigin(of: "https://updates.push.services.mozilla.com") == "https://updates.push.services.mozilla.com")
+    }
+
+    @Test func aWebPushAnswerBecomesTheOutcomeEveryProviderRecords() {
+        // A push service's 201 is a delivery, recorded as 200 like APNs' and FCM's.
+        #expect(WebPushPool.outcome(of: .answered(status: 201, reason: nil, retryAfter: nil)).status == 200)
+        #expect(classifyWebPush(WebPushPool.outcome(of: .answered(status: 201, reason: nil, retryAfter: nil))) == .delivered)
+        #expect(classifyWebPush(WebPushPool.outcome(of: .answered(status: 410, reason: nil, retryAfter: nil)))
+                == .tokenDead(reason: "Gone", timestampMilliseconds: nil))
+        #expect(classifyWebPush(WebPushPool.outcome(of: .answered(status: 404, reason: nil, retryAfter: nil)))
+                == .tokenDead(reason: "NotFound", timestampMilliseconds: nil))
+        #expect(classifyWebPush(WebPushPool.outcome(of: .answered(status: 413, reason: "PayloadTooLarge", retryAfter: nil)))
+                == .jobError(reason: "PayloadTooLarge"))
+        #expect(classifyWebPush(WebPushPool.outcome(of: .answered(status: 400, reason: "BadRequest", retryAfter: nil)))
+                == .permanentFailure(reason: "BadRequest"))
+        #expect(classifyWebPush(WebPushPool.outcome(of: .answered(status: 429, reason: nil, retryAfter: .seconds(7))))
+                == .retryLater(reason: "TooManyRequests", reconnect: false))
+        #expect(WebPushPool.outcome(of: .answered(status: 429, reason: nil, retryAfter: .seconds(7)))
+                == .response(ProviderResponse(status: 429, retryAfter: "7")))
+        #expect(classifyWebPush(WebPushPool.outcome(of: .answered(status: 503, reason: nil, retryAfter: nil)))
+                == .retryLater(reason: "HTTP503", reconnect: false))
+        #expect(classifyWebPush(WebPushPool.outcome(of: .endpointNotAllowed)) == .permanentFailure(reason: "EndpointNotAllowed"))
+        guard case .retryLater = classifyWebPush(WebPushPool.outcome(of: .noAnswer("connection refused"))) else {
+            Issue.record("no answer is retried")
+            return
+        }
+        // 401 and 403 pause the app's Web Push with the answer quoted; Apple's BadJwtToken names the subject rule.
+        guard case .configurationError(let reason) = classifyWebPush(WebPushPool.outcome(of: .answered(status: 403, reason: "BadJwtToken", retryAfter: nil))) else {
+            Issue.record("403 is the app's configuration")
+            return
+        }
+        #expect(reason.contains("403 BadJwtToken") && reason.contains("vapid_subject"), "\(reason)")
+    }
+
     @Test(.timeLimit(.minutes(1))) func anEndpointOutsideTheAllowedOriginsIsRefusedWithoutSending() async throws {
         let client = try WebPushClient(
             configuration: WebPushClientConfiguration(requestTimeout: .seconds(1)), tokens: try VAPIDTokenCache(),

@@ -8,6 +8,7 @@ public final class WorkerMetrics: Sendable {
     private let sendCounters = Mutex<[String: Counter]>([:])
     private let prunedCounters = Mutex<[String: Counter]>([:])
     private let channelCounters = Mutex<[String: Counter]>([:])
+    private let webPushCounters = Mutex<[String: Counter]>([:])
     private let valveGauges = Mutex<[String: (tripped: Gauge, share: Gauge)]>([:])
     let sendDuration = Metrics.Timer(label: "pgpush_send_duration_seconds")
     let claimDuration = Metrics.Timer(label: "pgpush_claim_duration_seconds")
@@ -90,6 +91,25 @@ public final class WorkerMetrics: Sendable {
             return counter
         }
         counter.increment()
+    }
+
+    /// Web Push answers by push-service origin (`https://host[:port]`, never an endpoint's path) and status.
+    func recordWebPush(origin: Substring, status: Int) {
+        let key = "\(origin)|\(status)"
+        let counter = webPushCounters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(
+                label: "pgpush_webpush_requests_total", dimensions: [("origin", String(origin)), ("status", String(status))])
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
+    }
+
+    /// The origin of a Web Push endpoint as metrics label it: its scheme and authority.
+    static func webPushOrigin(of endpoint: String) -> Substring {
+        let afterScheme = endpoint.range(of: "://").map(\.upperBound) ?? endpoint.startIndex
+        return endpoint[..<(endpoint[afterScheme...].firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? endpoint.endIndex)]
     }
 
     func recordPruned(reason: String, count: Int) {

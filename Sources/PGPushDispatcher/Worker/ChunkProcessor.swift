@@ -278,6 +278,9 @@ struct ChunkProcessor: Sendable {
             let answered = ContinuousClock.now
             metrics.sendDuration.record(duration: answered - started)
             let status = outcome.status
+            if provider.provider == .webpush {
+                metrics.recordWebPush(origin: WorkerMetrics.webPushOrigin(of: token), status: status)
+            }
             let (classification, retryAfter) = provider.classify(outcome)
             switch classification {
             case .configurationError(let reason): appHealth.recordConfigurationError(appID, provider: provider.provider, reason: reason)

@@ -50,10 +50,10 @@ final class WebPushClient: Sendable {
         httpConfiguration.connectionPool = .init(idleTimeout: .seconds(60))
         self.client = HTTPClient(
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: httpConfiguration,
-            backgroundActivityLogger: logger)
+            backgroundActivityLogger: Self.quiet(logger))
         self.configuration = configuration
         self.tokens = tokens
-        self.logger = logger
+        self.logger = Self.quiet(logger)
     }
 
     /// Encrypts `message` for its subscription, signs for its origin with `signer`, and POSTs it once.
@@ -88,6 +88,14 @@ final class WebPushClient: Sendable {
         } catch {
             return .noAnswer(WebhookSender.describe(error, timeout: configuration.requestTimeout, caFlag: "--web-push-ca-file"))
         }
+    }
+
+    /// The client's logger at warning at least: AsyncHTTPClient's debug lines carry request URLs, and an
+    /// endpoint's path is the subscription's secret name.
+    private static func quiet(_ logger: Logger) -> Logger {
+        var logger = logger
+        logger.logLevel = max(logger.logLevel, .warning)
+        return logger
     }
 
     func shutdown() async {
