@@ -10,12 +10,15 @@ struct DemoTests {
         #expect(run.status == 0, "\(run)")
         let summary = try #require(try run.json() as? [String: Any], "\(run)")
 
-        // 2 % dead and 0.5 % malformed of 3,000.
+        // 2 % dead and 0.5 % malformed of 3,000; 10 % of the live and of the dead ones web subscriptions.
         let (live, dead, bad): (Int64, Int64, Int64) = (2925, 60, 15)
+        let (web, webDead): (Int64, Int64) = (293, 6)
         let devices = try #require(summary["devices"] as? [String: Any])
         #expect(jsonInt(devices["total"]) == 3000)
         #expect(jsonInt(devices["dead"]) == dead)
         #expect(jsonInt(devices["bad"]) == bad)
+        #expect(jsonInt(devices["web"]) == web)
+        #expect(jsonInt(devices["web_dead"]) == webDead)
 
         let job = try #require(summary["job"] as? [String: Any])
         #expect(job["state"] as? String == "done")
@@ -41,13 +44,17 @@ struct DemoTests {
         let android = try #require(jsonInt(devices["android"]))
         #expect(android == 878)
         #expect(count(status: 200, reason: nil, platform: "android") == android)
-        #expect(count(status: 200, reason: nil, platform: "ios") == live - android)
-        #expect(count(status: 410, reason: "Unregistered") == dead)
+        #expect(count(status: 200, reason: nil, platform: "ios") == live - android - web)
+        #expect(count(status: 200, reason: nil, platform: "web") == web)
+        #expect(count(status: 410, reason: "Unregistered") == dead - webDead)
+        #expect(count(status: 410, reason: "Gone", platform: "web") == webDead - webDead / 2)
+        #expect(count(status: 404, reason: "NotFound", platform: "web") == webDead / 2)
         #expect(count(status: 400, reason: "BadDeviceToken") == bad)
 
         let simulator = try #require(summary["simulator"] as? [String: Any])
         #expect(jsonInt(simulator["accepted"]) == live)
         #expect(jsonInt(simulator["fcm_accepted"]) == android)
+        #expect(jsonInt(simulator["apns_accepted"]) == live - android - web)
         #expect(jsonInt(simulator["duplicates"]) == 0)
 
         let workers = try #require(summary["workers"] as? [[String: Any]])

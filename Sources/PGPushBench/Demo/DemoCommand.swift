@@ -8,24 +8,30 @@ import PGPushDevelopment
 public struct DemoCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Run one broadcast end to end: throwaway PostgreSQL, APNs and FCM simulators, workers, live progress, summary.",
+        abstract: "Run one broadcast end to end: throwaway PostgreSQL, APNs, FCM and Web Push simulators, workers, live progress, summary.",
         discussion: """
             Starts a throwaway PostgreSQL cluster (unless --database-url is given; needs the postgresql package),
-            the APNs and FCM simulators in this process, migrates, creates an app with a fresh P-256 key and a
-            fresh Firebase service account, registers --devices devices (--android-share of the live ones
-            Android, 30 % by default; about 2 % dead: 410 Unregistered and registered long ago, so they are
-            pruned; about 0.5 % malformed: 400 BadDeviceToken), enqueues one broadcast and starts --workers
-            `pgpush worker` processes. Progress is polled from push.job_progress every 250 ms. When the job
-            ends and the pruner has caught up, the workers are stopped and a summary is printed: the job's
-            counts, outcomes by platform, status and reason (push.delivery_stats), and what each simulator
-            accepted. Then a Live Activity update goes to three running activities, and a broadcast channel is
-            made on the simulator's channel management API, sent one broadcast and deleted.
+            the APNs, FCM and Web Push simulators in this process, migrates, creates an app with a fresh P-256
+            key, a fresh Firebase service account and a fresh VAPID key, registers --devices devices
+            (--android-share of the live ones Android, 30 % by default; --web-share of them web subscriptions
+            made on the Web Push simulator, 10 % by default; about 2 % dead: 410 Unregistered and registered
+            long ago, or for web subscriptions 404/410 from the push service, so they are pruned; about 0.5 %
+            malformed: 400 BadDeviceToken), enqueues one broadcast and starts --workers `pgpush worker`
+            processes, which may send web messages to the simulator's origin only (--web-push-allow-origin).
+            The first 1,000 web subscriptions are registered through push.register_device as a backend would,
+            the rest inserted directly in batches. Progress is polled from push.job_progress every 250 ms. When
+            the job ends and the pruner has caught up, the workers are stopped and a summary is printed: the
+            job's counts, its audience and outcomes per platform, outcomes by platform, status and reason
+            (push.delivery_stats), and what each simulator accepted (for Web Push, over which HTTP version).
+            Then a Live Activity update goes to three running activities, and a broadcast channel is made on
+            the simulator's channel management API, sent one broadcast and deleted.
             Everything is removed afterwards, also on error or Ctrl-C.
 
             Examples:
               swift run -c release pgpush demo
               pgpush demo --devices 2000 --workers 1
-              pgpush demo --android-share 0          # iOS only
+              pgpush demo --android-share 0 --web-share 0   # iOS only
+              pgpush demo --web-share 0.5            # half the live devices are browsers
               pgpush demo --json | jq .job
 
             Exit codes: 0 the broadcast was delivered, 1 it failed or timed out, 130 interrupted, 64 bad usage.
@@ -43,6 +49,9 @@ public struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Share of the live devices that are Android, reached through the FCM simulator (0 = iOS only).")
     var androidShare: Double = 0.3
 
+    @Option(help: "Share of the live devices that are web subscriptions, reached through the Web Push simulator (0 = none).")
+    var webShare: Double = 0.1
+
     @Option(help: "Give up after this many seconds.")
     var timeout: Double = 600
 
@@ -59,6 +68,10 @@ public struct DemoCommand: AsyncParsableCommand {
         guard (1...64).contains(workers) else { throw ValidationError("--workers must be between 1 and 64") }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
         guard (0...1).contains(androidShare) else { throw ValidationError("--android-share must be between 0 and 1") }
+        guard (0...1).contains(webShare) else { throw ValidationError("--web-share must be between 0 and 1") }
+        guard androidShare + webShare <= 1 else {
+            throw ValidationError("--android-share and --web-share together are at most 1 (the rest of the live devices are iOS)")
+        }
     }
 
     public func run() async throws {
@@ -66,10 +79,14 @@ public struct DemoCommand: AsyncParsableCommand {
         logger.logLevel = .warning
         var rigConfiguration = BroadcastRig.Configuration(databaseURL: databaseUrl, appPrefix: "demo", logger: logger)
         rigConfiguration.withAndroid = androidShare > 0
+        rigConfiguration.withWeb = webShare > 0
         if let chunkSize { rigConfiguration.workerArguments += ["--chunk-size", String(chunkSize)] }
         let rig = try BroadcastRig(configuration: rigConfiguration)
+        var audience = BroadcastRig.Devices(
+            count: devices, deadShare: 0.02, badShare: 0.005, androidShare: androidShare, webShare: webShare)
+        audience.webThroughAPI = DemoPlan.webSubscriptionsThroughAPI
         let plan = DemoPlan(
-            devices: BroadcastRig.Devices(count: devices, deadShare: 0.02, badShare: 0.005, androidShare: androidShare), workers: workers,
+            devices: audience, workers: workers,
             timeout: .seconds(fromOption: timeout), json: json)
         let summary: DemoSummary
         do {
@@ -91,6 +108,11 @@ public struct DemoCommand: AsyncParsableCommand {
 
 /// The demo's steps, separate from argument parsing.
 struct DemoPlan: Sendable {
+    /// Web subscriptions registered through `push.register_device`; the rest are inserted directly. The
+    /// producer API checks each (its endpoint, that p256dh is a point on P-256) in about half a millisecond of
+    /// the database's time, 10 s for the default demo's 19,500: the first 1,000 show the path, the rest are fast.
+    static let webSubscriptionsThroughAPI = 1_000
+
     var devices: BroadcastRig.Devices
     var workers: Int
     var timeout: Duration
@@ -108,7 +130,10 @@ struct DemoPlan: Sendable {
             ?? "pgpush demo: schema migrated on the given database, simulator running")
         let setupStart = clock.now
         try await rig.registerDevices(devices)
-        say("pgpush demo: registered \(devices.total) devices (\(devices.android) Android, \(devices.dead) dead, \(devices.bad) malformed) "
+        let web = devices.web + devices.webDead
+        let webNote = web > 0
+            ? ", \(web) web subscriptions, \(min(devices.webThroughAPI, web)) of them through push.register_device" : ""
+        say("pgpush demo: registered \(devices.total) devices (\(devices.android) Android\(webNote), \(devices.dead) dead, \(devices.bad) malformed) "
             + "in \(String(format: "%.1f", (clock.now - setupStart).seconds)) s")
 
         let job = try await rig.enqueue()
@@ -124,8 +149,9 @@ struct DemoPlan: Sendable {
             throw EmbeddedError("job \(job) vanished")
         }
         // The broadcast's figures, before the Live Activity part adds its own sends.
-        let (jobSeconds, outcomes, ledger, fcmLedger) = (
-            try await rig.database.jobDuration(job), try await rig.deliveryOutcomes(), rig.ledger, rig.fcmLedger)
+        let (jobSeconds, outcomes, ledger, fcmLedger, webLedger) = (
+            try await rig.database.jobDuration(job), try await rig.deliveryOutcomes(), rig.ledger, rig.fcmLedger, rig.webLedger)
+        let platforms = try await rig.database.platformProgress(job)
         // Beside the broadcast: a Live Activity update and a channel broadcast (in-process simulator only).
         var liveActivities: DemoLiveActivities.Result?
         if rig.simulator != nil {
@@ -140,6 +166,8 @@ struct DemoPlan: Sendable {
             devices: devices,
             ledger: ledger,
             fcmLedger: fcmLedger,
+            webLedger: webLedger,
+            platforms: platforms,
             workers: reports,
             clusterDirectory: rig.clusterDirectory,
             liveActivities: liveActivities,

@@ -9,10 +9,15 @@ struct DemoSummary: Sendable {
     var jobSeconds: Double?
     var outcomes: [DeliveryOutcome]
     var devices: BroadcastRig.Devices
-    /// Accepted notifications and duplicated tokens according to the simulators' ledgers (APNs and FCM).
+    /// Accepted notifications and duplicated tokens according to the simulators' ledgers (APNs, FCM and Web
+    /// Push).
     var ledger: (accepted: Int, duplicates: Int)?
     /// The FCM simulator's part of the ledger, when the audience has Android devices.
     var fcmLedger: (accepted: Int, duplicates: Int)? = nil
+    /// The Web Push simulator's part, when the audience has web subscriptions.
+    var webLedger: WebLedger? = nil
+    /// The job's audience and outcomes per platform (`push.job_progress`).
+    var platforms: [PlatformProgress] = []
     var workers: [WorkerProcess.Report]
     /// The throwaway cluster's directory (removed by the time the summary is printed).
     var clusterDirectory: String?
@@ -32,6 +37,13 @@ struct DemoSummary: Sendable {
             String(job.pruned), String(job.pending), jobSeconds.map { String(format: "%.2f", $0) },
             tokensPerSecond.map { String(format: "%.0f", $0) },
         ])
+        var platformTable = Table(["platform", "total", "delivered", "failed"])
+        for platform in platforms where platform.total > 0 || platform.delivered + platform.failed > 0 {
+            platformTable.append([
+                Self.platformNames[platform.platform] ?? platform.platform, String(platform.total), String(platform.delivered),
+                String(platform.failed),
+            ])
+        }
         var outcomeTable = Table(["platform", "status", "reason", "count"])
         for outcome in outcomes {
             outcomeTable.append([outcome.platform, String(outcome.status), outcome.reason, String(outcome.count)])
@@ -47,15 +59,22 @@ struct DemoSummary: Sendable {
         var simulator = Table(["simulator", "count"])
         if let ledger {
             let fcm = fcmLedger ?? (0, 0)
-            simulator.append(["APNs accepted", String(ledger.accepted - fcm.accepted)])
+            let webAccepted = webLedger?.accepted ?? 0
+            simulator.append(["APNs accepted", String(ledger.accepted - fcm.accepted - webAccepted)])
             if fcmLedger != nil { simulator.append(["FCM accepted", String(fcm.accepted)]) }
+            if let webLedger {
+                simulator.append(["Web Push accepted", String(webLedger.accepted)])
+                simulator.append(["Web Push duplicates", String(webLedger.duplicates)])
+                simulator.append(["Web Push over", webLedger.httpVersions])
+            }
             simulator.append(["duplicates", String(ledger.duplicates)])
         }
         let lines: [String] = [
             "",
             "Devices: \(devices.total) registered (\(devices.live) live, \(devices.dead) dead, \(devices.bad) malformed; "
-                + "\(devices.total - devices.android) iOS, \(devices.android) Android)",
-            "", jobTable.render(), "", outcomeTable.render(), "", simulator.render(), "",
+                + "\(devices.total - devices.android - devices.web - devices.webDead) iOS, \(devices.android) Android"
+                + (devices.web + devices.webDead > 0 ? ", \(devices.web + devices.webDead) web (\(devices.webDead) dead)" : "") + ")",
+            "", jobTable.render(), "", platformTable.render(), "", outcomeTable.render(), "", simulator.render(), "",
         ] + (liveActivities.map { $0.lines + [""] } ?? []) + [
             workerTable.render(), "",
             "Finished in \(String(format: "%.1f", elapsedSeconds)) s; "
@@ -63,6 +82,9 @@ struct DemoSummary: Sendable {
         ]
         return lines.joined(separator: "\n")
     }
+
+    /// How the summary names a platform.
+    static let platformNames = ["ios": "iOS", "android": "Android", "web": "Web"]
 
     var json: [String: Any] {
         var object: [String: Any] = [
@@ -75,10 +97,13 @@ struct DemoSummary: Sendable {
             "elapsed_seconds": elapsedSeconds,
             "live_activities": liveActivities.map { $0.json } ?? NSNull(),
         ]
+        object["platforms"] = platforms.map { ["platform": $0.platform, "total": $0.total, "delivered": $0.delivered, "failed": $0.failed] }
         object["simulator"] = ledger.map { ledger -> [String: Any] in
             let fcm = fcmLedger ?? (0, 0)
+            let web = webLedger?.accepted ?? 0
             return ["accepted": ledger.accepted, "duplicates": ledger.duplicates,
-                    "apns_accepted": ledger.accepted - fcm.accepted, "fcm_accepted": fcm.accepted]
+                    "apns_accepted": ledger.accepted - fcm.accepted - web, "fcm_accepted": fcm.accepted,
+                    "web_push": webLedger.map { $0.json } ?? NSNull()]
         } ?? NSNull()
         return object
     }

@@ -12,7 +12,7 @@ extension BroadcastRig {
     /// job's own counters, not from counting `push.deliveries`: a count per poll took a core's worth of the
     /// database from the worker being measured.
     func snapshot(job: Int64) async throws -> JobSnapshot? {
-        try await operatorStore.jobProgress(job).map { JobSnapshot($0, byPlatform: configuration.withAndroid) }
+        try await operatorStore.jobProgress(job).map { JobSnapshot($0, byPlatform: configuration.withAndroid || configuration.withWeb) }
     }
 
     /// Polls the job every `interval` until it ends, handing each snapshot to `observe`; throws after `timeout`

@@ -12,7 +12,8 @@ import PostgresNIO
 /// Everything one end-to-end broadcast needs, owned in one place so it can all be torn down: a database
 /// (throwaway cluster or the caller's), the APNs simulator (in-process or external), an app with a fresh P-256
 /// key, its devices, and `pgpush worker` child processes. With Android devices, also the FCM simulator
-/// in-process and a fresh service account the app holds.
+/// in-process and a fresh service account the app holds; with web subscriptions, a Web Push simulator
+/// in-process (or nginx) and a fresh VAPID key (`BroadcastRig+WebPush.swift`).
 ///
 /// Used by `pgpush demo` and `pgpush bench broadcast`. ``cleanup()`` is idempotent and runs on every exit path.
 final class BroadcastRig: @unchecked Sendable {
@@ -37,6 +38,10 @@ final class BroadcastRig: @unchecked Sendable {
         /// Whether the app has Android devices too: the FCM simulator runs in-process (not with an external
         /// APNs simulator) and the app gets an FCM credential.
         var withAndroid = false
+        /// Whether the app has web subscriptions too: a Web Push simulator runs in-process (or the nginx stand-in
+        /// answers them as well), the app gets a fresh VAPID key, and the workers allow the push service's origin
+        /// and trust its CA. Not with an external simulator.
+        var withWeb = false
         /// The workers' `--maintenance-interval` in seconds; `nil` keeps the worker's default. The demo waits
         /// for pruning, which runs in maintenance, so it asks for 1 s; a benchmark measures the defaults, and
         /// a pass costs the database a read of every active job (`push.queue_backlog`).
@@ -55,8 +60,17 @@ final class BroadcastRig: @unchecked Sendable {
         var live: Int
         var dead: Int
         var bad: Int
-        /// Of the live devices, how many are Android (FCM); the rest are iOS.
+        /// Of the live devices, how many are Android (FCM); the rest are iOS and web.
         var android: Int = 0
+        /// Of the live devices, how many are web subscriptions (Web Push).
+        var web: Int = 0
+        /// Of the dead devices, how many are web subscriptions the push service answers 404 Not Found (half) or
+        /// 410 Gone (the other half); the rest are iOS tokens answered 410 Unregistered. All are pruned.
+        var webDead: Int = 0
+        /// Of the web subscriptions (live first, then dead), how many are registered through
+        /// `push.register_device` as a backend would; the rest are inserted into `push.devices` directly, in
+        /// batches (the producer API's checks cost about half a millisecond of the database's time each).
+        var webThroughAPI: Int = 0
         /// Whether the live iOS devices are Live Activity update tokens (one activity each) instead.
         var activityTokens = false
         /// Locales the live devices take in turn, every sixth one none (``BroadcastRig/deviceLocales``); empty:
@@ -64,16 +78,26 @@ final class BroadcastRig: @unchecked Sendable {
         var locales: [String] = []
         var total: Int { live + dead + bad }
 
-        /// `count` devices of which ~`deadShare` are dead (410) and ~`badShare` malformed (BadDeviceToken), and
-        /// ~`androidShare` of the live ones Android.
-        init(count: Int, deadShare: Double = 0, badShare: Double = 0, androidShare: Double = 0) {
+        /// The live iOS devices (or update tokens).
+        var iosLive: Int { live - android - web }
+
+        /// `count` devices of which ~`deadShare` are dead (410, or 404 for web) and ~`badShare` malformed
+        /// (BadDeviceToken), ~`androidShare` of the live ones Android and ~`webShare` web subscriptions (at most
+        /// what Android leaves), and ~`webShare` of the dead ones web subscriptions.
+        init(count: Int, deadShare: Double = 0, badShare: Double = 0, androidShare: Double = 0, webShare: Double = 0) {
             dead = Int(Double(count) * deadShare)
             bad = Int(Double(count) * badShare)
             live = count - dead - bad
             android = Int((Double(live) * min(max(androidShare, 0), 1)).rounded())
+            let webShare = min(max(webShare, 0), 1)
+            web = min(Int((Double(live) * webShare).rounded()), live - android)
+            webDead = Int((Double(dead) * webShare).rounded())
         }
 
-        var json: [String: Any] { ["total": total, "live": live, "dead": dead, "bad": bad, "android": android, "ios": total - android] }
+        var json: [String: Any] {
+            ["total": total, "live": live, "dead": dead, "bad": bad, "android": android, "web": web, "web_dead": webDead,
+             "web_through_api": min(webThroughAPI, web + webDead), "ios": total - android - web - webDead]
+        }
     }
 
     let configuration: Configuration
@@ -88,13 +112,23 @@ final class BroadcastRig: @unchecked Sendable {
     private var workerDatabaseURL = ""
     private(set) var fcmSimulator: FCMSimulator?
     private var fcmEndpoint: String?
+    /// The Web Push simulator in this process (`nil` without web subscriptions, or with nginx standing in).
+    var webSimulator: WebPushSimulator? { lock.withLock { webState.simulator } }
+    /// What ``setUpWeb()`` made: the push service (simulator or nginx), its origin and CA, the app's VAPID key.
+    var webState = WebState()
+    struct WebState {
+        var simulator: WebPushSimulator?
+        var origin: String?
+        var caFile: String?
+        var key: VAPIDKey?
+    }
     private(set) var connection: PostgresConnection?
     private(set) var workers: [WorkerProcess] = []
     private var endpoint = ""
     private var caFile = ""
     private var databaseURL = ""
     private var workerGeneration = 0
-    private let lock = NSLock()
+    let lock = NSLock()
     private var logger: Logger { configuration.logger }
 
     init(configuration: Configuration) throws {
@@ -166,6 +200,7 @@ final class BroadcastRig: @unchecked Sendable {
             keyPath: keyPath, certificatePath: nil, passwordEnv: nil, fcmProjectID: nil, fcmServiceAccount: nil, rateLimit: nil)
         guard try await operatorStore.addApp(app) else { throw EmbeddedError("app \(appID) exists already") }
         if configuration.withAndroid { try await setUpFCM() }
+        if configuration.withWeb { try await setUpWeb(nginxCAFile: configuration.nginxStandIn ? caFile : nil) }
     }
 
     /// The FCM simulator in-process (sharing the APNs simulator's CA) and a fresh service account for the app.
@@ -215,12 +250,14 @@ final class BroadcastRig: @unchecked Sendable {
     }
 
     /// Registers the devices in one statement each kind
-    /// (``RigStore/registerDevices(appID:ios:android:dead:bad:iosAsActivityTokens:locales:)``).
+    /// (``RigStore/registerDevices(appID:ios:android:dead:bad:iosAsActivityTokens:locales:)``), and the web
+    /// subscriptions in batches (``registerWebSubscriptions(_:)``).
     func registerDevices(_ devices: Devices) async throws {
         let database = try database
         try await database.registerDevices(
-            appID: appID, ios: devices.live - devices.android, android: devices.android, dead: devices.dead, bad: devices.bad,
+            appID: appID, ios: devices.iosLive, android: devices.android, dead: devices.dead - devices.webDead, bad: devices.bad,
             iosAsActivityTokens: devices.activityTokens, locales: devices.locales)
+        if devices.web + devices.webDead > 0 { try await registerWebSubscriptions(devices) }
         try await database.analyzeDevices()
     }
 
@@ -308,6 +345,10 @@ final class BroadcastRig: @unchecked Sendable {
         if let fcmEndpoint, let fcmCA = lock.withLock({ fcmSimulator?.caCertificatePath }) {
             // The simulator enforces no project quota; FCM's default (10,000 a second) would cap every run.
             arguments += ["--fcm-endpoint", fcmEndpoint, "--fcm-ca-file", fcmCA, "--fcm-quota-per-minute", "100000000"]
+        }
+        let web = lock.withLock { webState }
+        if let origin = web.origin, let webCA = web.caFile {
+            arguments += ["--web-push-allow-origin", origin, "--web-push-ca-file", webCA]
         }
         let worker = try WorkerProcess(id: id, arguments: arguments, logPath: "\(directory)/\(id).log")
         lock.withLock { workers.append(worker) }
@@ -407,13 +448,17 @@ final class BroadcastRig: @unchecked Sendable {
     /// Workers, simulator, connection, cluster and temporary files, in that order. Safe to call more than once.
     func cleanup() async {
         _ = await stopWorkers()
-        let (simulator, fcmSimulator, connection, cluster) = lock.withLock {
-            () -> (APNsSimulator?, FCMSimulator?, PostgresConnection?, ThrowawayPostgres?) in
-            defer { self.simulator = nil; self.fcmSimulator = nil; self.connection = nil; self.cluster = nil }
-            return (self.simulator, self.fcmSimulator, self.connection, self.cluster)
+        let (simulator, fcmSimulator, webSimulator, connection, cluster) = lock.withLock {
+            () -> (APNsSimulator?, FCMSimulator?, WebPushSimulator?, PostgresConnection?, ThrowawayPostgres?) in
+            defer {
+                self.simulator = nil; self.fcmSimulator = nil; self.webState.simulator = nil; self.connection = nil
+                self.cluster = nil
+            }
+            return (self.simulator, self.fcmSimulator, self.webState.simulator, self.connection, self.cluster)
         }
         await simulator?.shutdown()
         await fcmSimulator?.shutdown()
+        await webSimulator?.shutdown()
         await lock.withLock({ self.databaseProxy })?.shutdown()
         lock.withLock({ self.nginx })?.stop()
         try? await connection?.close()
@@ -436,11 +481,13 @@ final class BroadcastRig: @unchecked Sendable {
         try await connectToDatabase(try DatabaseURL(databaseURL), id: id, logger: logger)
     }
 
-    /// The simulators' accepted count and duplicated tokens, when they run in-process (APNs and FCM together).
+    /// The simulators' accepted count and duplicated tokens, when they run in-process (APNs, FCM and Web Push
+    /// together).
     var ledger: (accepted: Int, duplicates: Int)? {
         guard let simulator = lock.withLock({ self.simulator }) else { return nil }
         let fcm = fcmLedger ?? (0, 0)
-        return (simulator.ledger.acceptedCount + fcm.accepted, simulator.ledger.duplicates.count + fcm.duplicates)
+        let web = webLedger.map { ($0.accepted, $0.duplicates) } ?? (0, 0)
+        return (simulator.ledger.acceptedCount + fcm.accepted + web.0, simulator.ledger.duplicates.count + fcm.duplicates + web.1)
     }
 
     /// Channel broadcasts the in-process simulator accepted (0 with an external one).
