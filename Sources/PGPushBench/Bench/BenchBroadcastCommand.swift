@@ -23,6 +23,9 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
                               log line: startup, polls and maintenance included) per 1,000 tokens
               simulator       accepted notifications and duplicated tokens (in-process simulator only)
               sim. latency    the in-process simulator's delay before each answer (--latency-ms)
+              web messages/s  web outcomes ÷ (first claim → last web outcome's sent_at), with --web-share
+              CPU per web msg the workers' CPU (user + system, start to stop) ÷ web messages, encryption
+                              included; at --web-share 1 only, where every token is a web message
 
             Examples:
               pgpush bench broadcast --devices 1000000 --workers 1
@@ -31,6 +34,8 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
               pgpush bench broadcast --devices 100000 --live-activity   # a Live Activity update to 100,000 update tokens
               pgpush bench broadcast --devices 200000 --stand-in nginx --h2load   # the worker against nginx, beside h2load
               pgpush bench broadcast --devices 100000 --per-device-content   # locale variants and badge increments
+              pgpush bench broadcast --devices 100000 --web-share 1 --latency-samples 0   # browsers only
+              pgpush bench broadcast --devices 100000 --web-share 1 --alternate-apns --rounds 3 --latency-samples 0
 
             --h2load runs h2load (-c4 -m100, as many requests as devices) against the same endpoint right before
             the broadcast, and reports the broadcast's tokens/s as a share of h2load's requests/s. --stand-in
@@ -43,6 +48,16 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
             fr's; en and none get the job's alert) and its own badge counter plus one, which costs the worker a
             statement per chunk (the chunk's locales, the badge steps). The run fails unless every device's
             counter moved from 0 to 1. To see the cost, alternate runs with and without it in one session.
+
+            --web-share X makes X of the live devices web subscriptions: made on a Web Push simulator in this
+            process (it verifies every VAPID token and decrypts and ledgers every message, on the same cores as
+            the worker), or with --stand-in nginx on the same nginx (it answers every POST 200 and reads nothing:
+            the worker alone), and inserted in batches of 50,000. The app gets a fresh VAPID key and the workers
+            --web-push-allow-origin for that origin only. --alternate-apns runs, after each such broadcast, the
+            same broadcast to as many iOS devices (APNs only) on a fresh rig, --rounds times each, and prints
+            every run and the medians: web messages/s and the worker's CPU per web message beside APNs
+            tokens/s and CPU per token of the same session, and their ratio per round. --rounds N alone repeats
+            the run. Each run has its own throwaway cluster and simulators.
 
             Exit codes: 0 measured, 1 the broadcast failed or timed out, 130 interrupted, 64 bad usage.
             """)
@@ -86,6 +101,15 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
     @Option(help: "Share of the devices that are Android, sent through the in-process FCM simulator (1 = FCM only).")
     var androidShare: Double = 0
 
+    @Option(help: "Share of the devices that are web subscriptions, sent through Web Push (1 = browsers only).")
+    var webShare: Double = 0
+
+    @Flag(help: "After each broadcast, run the same one to as many iOS devices (APNs only), alternately, and compare.")
+    var alternateApns = false
+
+    @Option(help: "Runs (with --alternate-apns: of each kind, alternating); more than 1 prints every run and the medians.")
+    var rounds: Int = 1
+
     @Flag(help: "Register the devices as Live Activity update tokens and send them a liveactivity update instead of an alert.")
     var liveActivity = false
 
@@ -120,6 +144,18 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
             throw ValidationError("--key-file, --team-id and --key-id only apply with --simulator-endpoint")
         }
         guard (0...1).contains(androidShare) else { throw ValidationError("--android-share must be between 0 and 1") }
+        guard (0...1).contains(webShare) else { throw ValidationError("--web-share must be between 0 and 1") }
+        guard androidShare + webShare <= 1 else {
+            throw ValidationError("--android-share and --web-share together are at most 1 (the rest of the devices are iOS)")
+        }
+        guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be between 1 and 20") }
+        if alternateApns, webShare == 0 { throw ValidationError("--alternate-apns compares a broadcast with --web-share to APNs: give --web-share") }
+        if alternateApns, androidShare > 0 { throw ValidationError("--alternate-apns compares web with APNs: leave out --android-share") }
+        if webShare > 0 {
+            if liveActivity { throw ValidationError("--live-activity is iOS only: leave out --web-share") }
+            if simulatorEndpoint != nil { throw ValidationError("--web-share needs the in-process simulators, not --simulator-endpoint") }
+            if h2load { throw ValidationError("--h2load measures the APNs endpoint: leave out --web-share") }
+        }
         if liveActivity, androidShare > 0 { throw ValidationError("--live-activity is iOS only: leave out --android-share") }
         if liveActivity, perDeviceContent {
             throw ValidationError("--per-device-content increments badges, and a Live Activity has none: pick one")
@@ -142,6 +178,38 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        guard rounds > 1 || alternateApns else {
+            let steps = try plan(webShare: webShare)
+            let report = try await BenchRun.run(mode: "broadcast", configuration: try rigConfiguration(webShare: webShare), json: json) {
+                try await steps.run(on: $0)
+            }
+            guard report.jobState == "done" else { throw ExitCode.failure }
+            return
+        }
+        // Rounds: each run on a fresh rig, the web broadcast and (with --alternate-apns) the APNs one in turn.
+        var runs: [BenchBroadcastReport] = []
+        series: for round in 1...rounds {
+            for share in alternateApns ? [webShare, 0] : [webShare] {
+                if !json {
+                    FileHandle.standardError.write(Data(
+                        "bench: round \(round) of \(rounds), \(share > 0 ? "web share \(share)" : "APNs only")\n".utf8))
+                }
+                let steps = try plan(webShare: share)
+                let report = try await BenchRun.measure(mode: "broadcast", configuration: try rigConfiguration(webShare: share)) {
+                    try await steps.run(on: $0)
+                }
+                if !json { FileHandle.standardError.write(Data((report.text + "\n").utf8)) }
+                runs.append(report)
+                guard report.jobState == "done" else { break series }
+            }
+        }
+        let series = BenchBroadcastSeries(runs: runs)
+        if json { try printJSON(series.json) } else { print(series.text) }
+        guard runs.allSatisfy({ $0.jobState == "done" }) else { throw ExitCode.failure }
+    }
+
+    /// The rig of one run: web subscriptions when `webShare` > 0.
+    private func rigConfiguration(webShare: Double) throws -> BroadcastRig.Configuration {
         var configuration = BenchRun.rigConfiguration(
             mode: "broadcast", databaseURL: databaseUrl, chunkSize: chunkSize, connectionsPerApp: connectionsPerApp,
             simulatorLatency: try simulatorLatency.latency,
@@ -149,15 +217,19 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
         if let simulatorEndpoint, let simulatorCa { configuration.externalSimulator = (simulatorEndpoint, simulatorCa) }
         if let keyFile, let teamId, let keyId { configuration.externalKey = (keyFile, teamId, keyId) }
         configuration.withAndroid = androidShare > 0
+        configuration.withWeb = webShare > 0
         configuration.nginxStandIn = standIn == .nginx
-        let plan = BenchBroadcastPlan(
+        return configuration
+    }
+
+    /// The steps of one run.
+    private func plan(webShare: Double) throws -> BenchBroadcastPlan {
+        BenchBroadcastPlan(
             devices: devices, workers: workers, latencySamples: latencySamples, timeout: .seconds(fromOption: timeout),
-            androidShare: androidShare, liveActivity: liveActivity, perDeviceContent: perDeviceContent,
-            simulatorLatency: simulatorEndpoint == nil && standIn == .simulator ? configuration.simulatorLatency : nil,
+            androidShare: androidShare, webShare: webShare, liveActivity: liveActivity, perDeviceContent: perDeviceContent,
+            simulatorLatency: simulatorEndpoint == nil && standIn == .simulator ? try simulatorLatency.latency : nil,
             h2load: h2load ? H2LoadBaseline(requests: devices) : nil,
             progress: json ? nil : FileHandle.standardError)
-        let report = try await BenchRun.run(mode: "broadcast", configuration: configuration, json: json) { try await plan.run(on: $0) }
-        guard report.jobState == "done" else { throw ExitCode.failure }
     }
 }
 

@@ -11,6 +11,8 @@ struct BenchBroadcastPlan: Sendable {
     var timeout: Duration
     /// Share of the devices that are Android (FCM).
     var androidShare: Double = 0
+    /// Share of the devices that are web subscriptions (Web Push).
+    var webShare: Double = 0
     /// Whether the broadcast is a Live Activity update to update tokens instead of an alert to devices.
     var liveActivity = false
     /// Whether the devices have locales and the broadcast has locale variants and increments their badges
@@ -30,11 +32,12 @@ struct BenchBroadcastPlan: Sendable {
 
         try await rig.setUp()
         let registering = clock.now
-        var audience = BroadcastRig.Devices(count: devices, androidShare: androidShare)
+        var audience = BroadcastRig.Devices(count: devices, androidShare: androidShare, webShare: webShare)
         audience.activityTokens = liveActivity
         if perDeviceContent { audience.locales = BroadcastRig.deviceLocales }
         try await rig.registerDevices(audience)
-        say("bench: \(devices) devices registered in \(String(format: "%.1f", (clock.now - registering).seconds)) s")
+        say("bench: \(devices) devices registered\(audience.web > 0 ? " (\(audience.web) web subscriptions)" : "") in "
+            + "\(String(format: "%.1f", (clock.now - registering).seconds)) s")
 
         // The same run's baseline, while nothing else runs: h2load against the endpoint the workers will use.
         var baseline: H2LoadBaseline.Result?
@@ -53,7 +56,8 @@ struct BenchBroadcastPlan: Sendable {
             snapshot, seconds in printer?.show(snapshot, atSeconds: seconds)
         }
         let jobSeconds = try await rig.database.jobDuration(job)
-        let broadcastLedger = rig.ledger
+        let web = audience.web > 0 ? try await rig.database.webSendSpan(job) : nil
+        let (broadcastLedger, webLedger) = (rig.ledger, rig.webLedger)
         let broadcastWorkers = await rig.stopWorkers()
         if perDeviceContent, final.state == "done" {
             // The devices started at 0: each counter moved once, or the run did not measure what it says.
@@ -80,6 +84,7 @@ struct BenchBroadcastPlan: Sendable {
         return BenchBroadcastReport(
             devices: devices,
             androidShare: androidShare,
+            webShare: webShare,
             liveActivity: liveActivity,
             perDeviceContent: perDeviceContent,
             workers: workers,
@@ -92,6 +97,10 @@ struct BenchBroadcastPlan: Sendable {
             latencySeconds: latencies,
             workerReports: broadcastWorkers,
             broadcastAccepted: broadcastLedger?.accepted,
+            webMessages: web?.messages,
+            webSeconds: web?.seconds,
+            webLedger: webLedger,
+            webPushAnsweredBy: audience.web == 0 ? nil : (rig.webSimulator == nil ? "nginx" : "simulator"),
             duplicates: rig.ledger?.duplicates,
             standIn: rig.configuration.nginxStandIn ? "nginx" : (rig.configuration.externalSimulator == nil ? "simulator" : "external simulator"),
             h2load: baseline)

@@ -7,6 +7,8 @@ struct BenchBroadcastReport: Sendable {
     var devices: Int
     /// Share of the devices that were Android (sent through FCM).
     var androidShare: Double = 0
+    /// Share of the devices that were web subscriptions (sent through Web Push).
+    var webShare: Double = 0
     /// Whether the broadcast was a Live Activity update to update tokens.
     var liveActivity = false
     /// Whether the broadcast had per-device content: locale variants and a badge increment.
@@ -27,6 +29,14 @@ struct BenchBroadcastReport: Sendable {
     var workerReports: [WorkerProcess.Report]
     /// The simulator's accepted count right after the broadcast (before the latency jobs).
     var broadcastAccepted: Int?
+    /// The broadcast's web outcomes (delivered + failed), with web subscriptions.
+    var webMessages: Int64? = nil
+    /// Seconds from the broadcast's first claim to its last web outcome's `sent_at`.
+    var webSeconds: Double? = nil
+    /// The Web Push simulator's ledger right after the broadcast.
+    var webLedger: WebLedger? = nil
+    /// What answered as the push service: `simulator` or `nginx`; `nil` without web subscriptions.
+    var webPushAnsweredBy: String? = nil
     /// Tokens the simulator accepted more than once, over the whole run.
     var duplicates: Int?
     /// What answered as APNs: `simulator`, `nginx` or `external simulator`.
@@ -45,6 +55,29 @@ struct BenchBroadcastReport: Sendable {
         let seconds = workerReports.compactMap(\.cpuSeconds)
         guard seconds.count == workerReports.count, !seconds.isEmpty, tokens > 0 else { return nil }
         return seconds.reduce(0, +) * 1e6 / Double(tokens)
+    }
+
+    /// Web messages a second: web outcomes ÷ (first claim → last web outcome). With only web subscriptions this is
+    /// the broadcast's rate; in a mixed audience, the web part's (which shares the worker with the rest).
+    var webMessagesPerSecond: Double? {
+        guard let webMessages, webMessages > 0, let webSeconds, webSeconds > 0 else { return nil }
+        return Double(webMessages) / webSeconds
+    }
+
+    /// The workers' CPU per web message, encryption included, in microseconds: reported when every outcome of the
+    /// broadcast was a web message (`--web-share 1`), where it is the CPU per token; in a mixed audience the
+    /// platforms' shares cannot be told apart.
+    var cpuMicrosecondsPerWebMessage: Double? {
+        guard let webMessages, webMessages > 0, webMessages == tokens else { return nil }
+        return cpuMicrosecondsPerToken
+    }
+
+    /// `web 100 %`, `APNs`, `APNs 70 %, FCM 30 %`, …: who the broadcast reached, for the rounds' table.
+    var audienceLabel: String {
+        let ios = max(0, 1 - androidShare - webShare)
+        let parts = [("APNs", ios), ("FCM", androidShare), ("web", webShare)].filter { $0.1 > 0 }
+        guard parts.count > 1 else { return parts.first?.0 ?? "-" }
+        return parts.map { "\($0.0) \(Int(($0.1 * 100).rounded())) %" }.joined(separator: ", ")
     }
 
     var tokensPerSecond: Double? {
@@ -86,7 +119,7 @@ struct BenchBroadcastReport: Sendable {
 
     var json: [String: Any] {
         [
-            "devices": devices, "android_share": androidShare, "live_activity": liveActivity,
+            "devices": devices, "android_share": androidShare, "web_share": webShare, "live_activity": liveActivity,
             "per_device_content": perDeviceContent, "workers": workers, "job_state": jobState, "tokens": tokens,
             "simulator_latency_ms": jsonValue(simulatorLatency?.json),
             "delivered": delivered, "failed": failed, "job_seconds": jsonValue(jobSeconds),
@@ -105,6 +138,12 @@ struct BenchBroadcastReport: Sendable {
             "worker_cpu_us_per_token": jsonValue(cpuMicrosecondsPerToken),
             "h2load": jsonValue(h2load?.json),
             "share_of_h2load": jsonValue(shareOfH2Load),
+            "web_messages": jsonValue(webMessages),
+            "web_seconds": jsonValue(webSeconds),
+            "web_messages_per_second": jsonValue(webMessagesPerSecond),
+            "worker_cpu_us_per_web_message": jsonValue(cpuMicrosecondsPerWebMessage),
+            "web_push_answered_by": jsonValue(webPushAnsweredBy),
+            "web_push_simulator": jsonValue(webLedger?.json),
         ]
     }
 
@@ -113,6 +152,7 @@ struct BenchBroadcastReport: Sendable {
         var table = Table(["figure", "value"])
         table.append(["devices", String(devices)])
         table.append(["android share (FCM)", String(format: "%.2f", androidShare)])
+        if webShare > 0 { table.append(["web share (Web Push)", String(format: "%.2f", webShare)]) }
         if liveActivity { table.append(["push type", "liveactivity, to update tokens"]) }
         if perDeviceContent { table.append(["per-device content", Self.perDeviceContentLabel]) }
         table.append(["workers", String(workers)])
@@ -123,6 +163,13 @@ struct BenchBroadcastReport: Sendable {
         table.append(["tokens (delivered + failed)", "\(tokens)"])
         table.append(["first claim → last write (s)", number(jobSeconds, "%.2f")])
         table.append(["tokens/s", number(tokensPerSecond, "%.0f")])
+        if let webMessages {
+            table.append(["Web Push answered by", webPushAnsweredBy ?? "-"])
+            table.append(["web messages (delivered + failed)", String(webMessages)])
+            table.append(["first claim → last web message (s)", number(webSeconds, "%.2f")])
+            table.append(["web messages/s", number(webMessagesPerSecond, "%.0f")])
+            table.append(["worker CPU per web message (µs, encryption included)", number(cpuMicrosecondsPerWebMessage, "%.1f")])
+        }
         if let h2load {
             table.append(["h2load requests/s (\(h2load.label))", String(format: "%.0f", h2load.requestsPerSecond)])
             table.append(["tokens/s ÷ h2load requests/s", number(shareOfH2Load, "%.2f")])
@@ -137,6 +184,11 @@ struct BenchBroadcastReport: Sendable {
         table.append(["statements per 1,000 tokens", number(statementsPerThousandTokens, "%.2f")])
         table.append(["simulator accepted", broadcastAccepted.map { String($0) }])
         table.append(["simulator duplicates", duplicates.map { String($0) }])
+        if let webLedger {
+            table.append(["Web Push simulator accepted", String(webLedger.accepted)])
+            table.append(["Web Push simulator duplicates", String(webLedger.duplicates)])
+            table.append(["Web Push over", webLedger.httpVersions])
+        }
         return table.render()
     }
 }

@@ -40,21 +40,29 @@ enum BenchRun {
         mode: String, configuration: BroadcastRig.Configuration, json: Bool,
         _ measure: @escaping @Sendable (BroadcastRig) async throws -> Report
     ) async throws -> Report {
-        let rig = try BroadcastRig(configuration: configuration)
-        let report: Report
-        do {
-            report = try await runInterruptibly({ try await measure(rig) }, cleanup: { await rig.cleanup() })
-        } catch is Interrupted {
-            throw ExitCode(130)
-        } catch {
-            FileHandle.standardError.write(Data("pgpush bench \(mode): \(error)\n".utf8))
-            throw ExitCode.failure
-        }
+        let report = try await Self.measure(mode: mode, configuration: configuration, measure)
         if json {
             try printJSON(report.json)
         } else {
             print(report.text)
         }
         return report
+    }
+
+    /// Runs `measure` on a rig made from `configuration` and removes the rig whatever happens, printing nothing
+    /// but a failure (`pgpush bench <mode>: …` on standard error, exit 1); exit code 130 when interrupted.
+    static func measure<Report: BenchReport>(
+        mode: String, configuration: BroadcastRig.Configuration,
+        _ measure: @escaping @Sendable (BroadcastRig) async throws -> Report
+    ) async throws -> Report {
+        let rig = try BroadcastRig(configuration: configuration)
+        do {
+            return try await runInterruptibly({ try await measure(rig) }, cleanup: { await rig.cleanup() })
+        } catch is Interrupted {
+            throw ExitCode(130)
+        } catch {
+            FileHandle.standardError.write(Data("pgpush bench \(mode): \(error)\n".utf8))
+            throw ExitCode.failure
+        }
     }
 }
