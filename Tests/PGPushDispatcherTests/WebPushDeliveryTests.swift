@@ -159,6 +159,26 @@ extension EndToEndTests {
             }
         }
 
+        @Test func anHTTP1OnlyOriginAnsweringAfterTensOfMillisecondsGetsManyConnections() async throws {
+            try await Fleet.with { fleet in
+                try await WebSide.with(fleet, http1Only: [true], configure: { $0.faults.latency = .fixed(.milliseconds(40)) }) { web in
+                    try await fleet.createApp()
+                    try await web.configureApp(fleet)
+                    try await web.subscribe(fleet, 400, on: web.simulators[0])
+                    let job = try await fleet.enqueue()
+                    let worker = try fleet.startWorker(web.workerArguments())
+                    #expect(try await fleet.waitForJob(job, timeout: .seconds(120)) == "done", "\(worker.log.suffix(2000))")
+                    await worker.stop()
+                    let statistics = web.simulators[0].statistics
+                    #expect(web.simulators[0].ledger.acceptedCount == 400)
+                    #expect(web.simulators[0].ledger.duplicates.isEmpty)
+                    // One request at a time per HTTP/1.1 connection: a broadcast needs more than a handful.
+                    #expect(statistics.http1Connections > 8, "\(statistics.http1Connections) connections")
+                    #expect(statistics.http1Connections <= 32, "\(statistics.http1Connections) connections")
+                }
+            }
+        }
+
         @Test func anEndpointOutsideTheAllowedOriginsFailsAndIsNeverConnectedTo() async throws {
             try await Fleet.with { fleet in
                 try await WebSide.with(fleet, http1Only: [false, false]) { web in

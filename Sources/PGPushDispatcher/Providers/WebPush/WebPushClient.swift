@@ -16,6 +16,8 @@ struct WebPushClientConfiguration: Sendable {
     var caFile: String?
     /// The most one request may take, connecting and reading the answer included.
     var requestTimeout: Duration = .seconds(10)
+    /// Connections per push-service origin that offers HTTP/1.1 only (one request in flight on each).
+    var http1ConnectionsPerOrigin = 32
 }
 
 /// Sends Web Push messages through AsyncHTTPClient: HTTP/2 where a push service's ALPN offers `h2`, HTTP/1.1
@@ -47,7 +49,10 @@ final class WebPushClient: Sendable {
         var httpConfiguration = HTTPClient.Configuration(
             tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: timeout, read: timeout))
         httpConfiguration.httpVersion = .automatic
-        httpConfiguration.connectionPool = .init(idleTimeout: .seconds(60))
+        // HTTP/1.1 carries one request at a time per connection: an origin without h2 gets this many, where
+        // AsyncHTTPClient's default of 8 would hold a broadcast to 8 round trips at a time.
+        httpConfiguration.connectionPool = .init(
+            idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.http1ConnectionsPerOrigin)
         self.client = HTTPClient(
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: httpConfiguration,
             backgroundActivityLogger: Self.quiet(logger))
