@@ -1463,7 +1463,9 @@ BEGIN
         NEW.payload := '{}';
     END IF;
     IF NEW.payload IS NULL OR jsonb_typeof(NEW.payload) <> 'object' THEN
-        RAISE EXCEPTION 'payload must be a JSON object'
+        -- A job with only a web (or Android) message, to an app whose iOS devices need an APNs payload.
+        RAISE EXCEPTION 'payload must be a JSON object%', CASE WHEN NEW.payload IS NULL
+            THEN format(': app %s has APNs credentials, so its iOS devices need a payload with an "aps" dictionary', NEW.app_id) ELSE '' END
             USING ERRCODE = 'check_violation', COLUMN = 'payload';
     END IF;
     IF has_apns AND jsonb_typeof(NEW.payload -> 'aps') IS DISTINCT FROM 'object' THEN

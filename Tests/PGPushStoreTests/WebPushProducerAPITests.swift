@@ -212,6 +212,9 @@ struct WebPushProducerAPITests {
     @Test func aWebMessageForAnAppWithoutWebPushIsRefused() async throws {
         try await TestDatabase.with { db in
             try await Self.createApps(db)
+            // Only a web message, to an app that has iOS devices too: the refusal says what is missing.
+            let missing = try await Self.refusal(db, #"SELECT push.enqueue('web', web => '{"title": "Hi"}')"#)
+            #expect(missing.contains("app web has APNs credentials, so its iOS devices need a payload"), "\(missing)")
             let message = try await Self.refusal(db, #"SELECT push.enqueue('app', '{"aps":{"alert":"Hi"}}', web => '{"title": "Hi"}')"#)
             #expect(message.contains("web is given, but app app has no Web Push configured"), "\(message)")
             #expect(try await db.scalar("SELECT count(*) FROM push.jobs") == 0)
