@@ -179,6 +179,52 @@ extension EndToEndTests {
             }
         }
 
+        @Test func aWorkerKilledMidWebBroadcastIsRescuedAndACancelStopsTheNextOne() async throws {
+            try await Fleet.with { fleet in
+                try await WebSide.with(fleet, configure: { $0.faults.latency = .fixed(.milliseconds(20)) }) { web in
+                    try await fleet.createApp()
+                    try await web.configureApp(fleet)
+                    let subscriptions = try await web.subscribe(fleet, 2000, on: web.simulators[0])
+                    let simulator = web.simulators[0]
+                    let job = try await fleet.enqueue()
+                    let flags = ["--lease", "3", "--heartbeat-interval", "1"] + web.workerArguments()
+                    let crashed = try fleet.startWorker(flags, id: "crashed")
+                    try await SchedulingTests.waitUntilDelivered(fleet, job: job, atLeast: 300)
+                    crashed.signal(SIGKILL)
+                    _ = await crashed.waitForExit(timeout: .seconds(10))
+                    let rescuer = try fleet.startWorker(flags, id: "rescuer")
+                    #expect(try await fleet.waitForJob(job, timeout: .seconds(120)) == "done", "\(rescuer.log.suffix(2000))")
+                    // Every subscription reached. What the dead worker sent without recording it is sent again by the
+                    // rescuer (at least once), and only once more.
+                    #expect(subscriptions.allSatisfy { (1...2).contains(simulator.ledger.count(forSubscription: $0.id)) })
+                    #expect(try await Self.platformProgress(fleet, job: job) == [0, 0, 0, 0, 0, 0, 0, 0, 2000, 2000, 0, 0])
+
+                    // A cancel mid-broadcast stops it: nothing is sent after it, and the counts still add up.
+                    let second = try await fleet.enqueue()
+                    try await SchedulingTests.waitUntilDelivered(fleet, job: second, atLeast: 300)
+                    #expect(try await fleet.count("SELECT push.cancel(\(second))::int::int8") == 1)
+                    try await EndToEndTests.DeliveryPolicyTests.waitUntil(timeout: .seconds(30)) {
+                        try await fleet.count("SELECT count(*) FROM push.chunks WHERE job_id = \(second)") == 0
+                    }
+                    try await Task.sleep(for: .milliseconds(500))
+                    let acceptedAfterCancel = simulator.ledger.acceptedCount
+                    try await Task.sleep(for: .seconds(1))
+                    #expect(simulator.ledger.acceptedCount == acceptedAfterCancel, "Web Push sends after the cancel")
+                    await rescuer.stop()
+                    #expect(try await fleet.count("SELECT count(*) FROM push.jobs WHERE id = \(second) AND state = 'cancelled'") == 1)
+                    let recorded = try await fleet.count("""
+                        SELECT count(*) FROM push.deliveries WHERE job_id = \(second) AND platform = 'web' AND status = 200
+                        """)
+                    #expect(try await fleet.count("SELECT web_delivered FROM push.jobs WHERE id = \(second)") == recorded)
+                    // What was not sent left the total for cancelled_tokens; the rest are outcomes, web's among them.
+                    #expect(try await fleet.count("SELECT total - delivered - failed - expired FROM push.jobs WHERE id = \(second)") == 0)
+                    #expect(try await fleet.count("SELECT web_total - web_delivered - web_failed FROM push.jobs WHERE id = \(second)") == 0)
+                    #expect(try await fleet.count("SELECT total + cancelled_tokens FROM push.jobs WHERE id = \(second)") == 2000)
+                    #expect(try await Self.platformProgress(fleet, job: second).last == 0, "a cancelled job has nothing pending")
+                }
+            }
+        }
+
         @Test func anEndpointOutsideTheAllowedOriginsFailsAndIsNeverConnectedTo() async throws {
             try await Fleet.with { fleet in
                 try await WebSide.with(fleet, http1Only: [false, false]) { web in
