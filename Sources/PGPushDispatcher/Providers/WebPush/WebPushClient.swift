@@ -67,11 +67,11 @@ final class WebPushClient: Sendable {
         guard configuration.allowedOrigins.allows(origin) else { return .endpointNotAllowed }
         let body: [UInt8]
         let token: VAPIDToken
-        do {
-            body = try WebPushEncryption.encrypt(message.plaintext, for: message.subscription)
-            token = try tokens.token(for: origin, signer: signer)
-        } catch {
-            // Both throw WebPushError only (typed throws), whose message carries no key material.
+        switch await prepare(message, origin: origin, signer: signer) {
+        case .success(let prepared):
+            (body, token) = prepared
+        case .failure(let error):
+            // WebPushError only (typed throws), whose message carries no key material.
             return .unsendable(error.message)
         }
         var request = HTTPClientRequest(url: message.subscription.endpoint)
@@ -101,6 +101,28 @@ final class WebPushClient: Sendable {
         var logger = logger
         logger.logLevel = max(logger.logLevel, .warning)
         return logger
+    }
+
+    /// The encrypted body and the VAPID token, made on NIO's thread pool: encryption is most of a message's CPU,
+    /// and on the connection's event loop it would hold every message of the worker to one core.
+    private func prepare(
+        _ message: WebPushMessage, origin: WebPushOrigin, signer: VAPIDSigner
+    ) async -> Result<([UInt8], VAPIDToken), WebPushError> {
+        let tokens = self.tokens
+        let work: @Sendable () -> Result<([UInt8], VAPIDToken), WebPushError> = {
+            do throws(WebPushError) {
+                return .success((try WebPushEncryption.encrypt(message.plaintext, for: message.subscription),
+                                 try tokens.token(for: origin, signer: signer)))
+            } catch {
+                return .failure(error)
+            }
+        }
+        do {
+            return try await NIOThreadPool.singleton.runIfActive(work)
+        } catch {
+            // The pool is stopping (the process is): make it here.
+            return work()
+        }
     }
 
     func shutdown() async {
