@@ -206,6 +206,12 @@ CREATE TRIGGER apps_web_push_pause_events AFTER UPDATE OF web_push_paused_reason
 
 -- ==== devices, chunks =============================================================================
 
+-- What pgpush takes as a Web Push endpoint, a Declarative Web Push navigate URL or an https subject: https, a
+-- host without user info, and no whitespace. No search_path setting, so that it inlines into its callers.
+CREATE FUNCTION push.is_https_url(url text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $_$ SELECT url OPERATOR(pg_catalog.~) '^https://[^/?#@[:space:]]+([/?#][^[:space:]]*)?$' $_$;
+
 ALTER TABLE push.devices
     ADD COLUMN web_p256dh text,
     ADD COLUMN web_auth text;
@@ -215,7 +221,7 @@ ALTER TABLE push.devices DROP CONSTRAINT devices_token_format;
 ALTER TABLE push.devices ADD CONSTRAINT devices_token_format CHECK (
     CASE platform
         WHEN 'ios' THEN length(token) BETWEEN 64 AND 200 AND token ~ '^[0-9a-f]+$'
-        WHEN 'web' THEN length(token) <= 2048 AND token ~ '^https://[^/?#@[:space:]]+([/?#][^[:space:]]*)?$'
+        WHEN 'web' THEN length(token) <= 2048 AND push.is_https_url(token)
         ELSE length(token) BETWEEN 16 AND 1024 AND token ~ '^[A-Za-z0-9_:-]+$'
     END);
 -- A web subscription cannot be sent to without its keys; no other device has any.
@@ -250,7 +256,7 @@ CREATE FUNCTION push.token_platform(token text, has_apns boolean, has_fcm boolea
                      AND pg_catalog.length(token) OPERATOR(pg_catalog.<=) 1024
                      AND token OPERATOR(pg_catalog.~) '^[A-Za-z0-9_:-]+$' THEN 'android'
                 WHEN has_web AND pg_catalog.length(token) OPERATOR(pg_catalog.<=) 2048
-                     AND token OPERATOR(pg_catalog.~) '^https://[^/?#@[:space:]]+([/?#][^[:space:]]*)?$' THEN 'web' END
+                     AND push.is_https_url(token) THEN 'web' END
 $_$;
 REVOKE ALL ON FUNCTION push.token_platform(text, boolean, boolean, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION push.token_platform(text, boolean, boolean, boolean) TO pgpush_worker;
@@ -306,7 +312,7 @@ BEGIN
                 USING ERRCODE = 'check_violation', COLUMN = 'web';
         END IF;
         IF jsonb_typeof(notification -> 'navigate') IS DISTINCT FROM 'string'
-           OR notification ->> 'navigate' !~ '^https://[^/?#@[:space:]]+([/?#][^[:space:]]*)?$' THEN
+           OR NOT push.is_https_url(notification ->> 'navigate') THEN
             RAISE EXCEPTION 'web.notification.navigate is required for Declarative Web Push: an https URL the notification opens'
                 USING ERRCODE = 'check_violation', COLUMN = 'web';
         END IF;
@@ -338,7 +344,6 @@ DECLARE
     endpoint    text;
     p256dh      bytea;
     auth        bytea;
-    web_url     text := '^https://[^/?#@[:space:]]+([/?#][^[:space:]]*)?$';
 BEGIN
     PERFORM push.check_app_granted(register_device.app_id);
     IF NOT EXISTS (SELECT 1 FROM push.apps a WHERE a.id = register_device.app_id) THEN
@@ -424,7 +429,7 @@ BEGIN
             RAISE EXCEPTION 'subscription.endpoint has user info (user@host): a push service URL has none'
                 USING ERRCODE = 'check_violation', COLUMN = 'subscription';
         END IF;
-        IF endpoint !~ web_url THEN
+        IF NOT push.is_https_url(endpoint) THEN
             RAISE EXCEPTION 'subscription.endpoint is not an https URL'
                 USING ERRCODE = 'check_violation', COLUMN = 'subscription';
         END IF;
@@ -449,7 +454,7 @@ BEGIN
                 USING ERRCODE = 'check_violation', COLUMN = 'token';
         END IF;
         IF register_device.replaces IS NOT NULL
-           AND NOT (length(register_device.replaces) <= 2048 AND register_device.replaces ~ web_url) THEN
+           AND NOT (length(register_device.replaces) <= 2048 AND push.is_https_url(register_device.replaces)) THEN
             RAISE EXCEPTION 'replaces is not a Web Push endpoint: give the old subscription''s https endpoint URL'
                 USING ERRCODE = 'check_violation', COLUMN = 'replaces';
         END IF;
@@ -1204,6 +1209,7 @@ DECLARE
     original push.jobs%ROWTYPE;
     targets  text[];
     resent   bigint;
+    has_web  boolean;
 BEGIN
     IF resend_failed.job_id IS NULL THEN
         RAISE EXCEPTION 'job_id is required' USING ERRCODE = 'not_null_violation', COLUMN = 'job_id';
@@ -1247,17 +1253,16 @@ BEGIN
         RETURN NULL;
     END IF;
 
+    -- The job's web message only while the app still has Web Push: the resend of its other devices must not be
+    -- refused for it.
+    has_web := EXISTS (SELECT 1 FROM push.apps a WHERE a.id = original.app_id AND a.vapid_private_key_path IS NOT NULL);
     -- Checked like any job (push.validate_job and the content and labels triggers), as the caller.
     INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, expires_at, collapse_id, priority,
                                 fcm, activity_type, localized, badge, labels, resent_from, web, web_urgency)
     VALUES (original.app_id, original.payload, original.push_type, original.apns_priority, targets, original.expires_at,
             original.collapse_id, original.priority, original.fcm, original.activity_type, original.localized,
             original.badge, original.labels, original.id,
-            -- Only while the app still has Web Push: the resend of its other devices must not be refused.
-            CASE WHEN EXISTS (SELECT 1 FROM push.apps a WHERE a.id = original.app_id AND a.vapid_private_key_path IS NOT NULL)
-                 THEN original.web END,
-            CASE WHEN EXISTS (SELECT 1 FROM push.apps a WHERE a.id = original.app_id AND a.vapid_private_key_path IS NOT NULL)
-                 THEN original.web_urgency END)
+            CASE WHEN has_web THEN original.web END, CASE WHEN has_web THEN original.web_urgency END)
     RETURNING j.id INTO resent;
     RETURN resent;
 END;

@@ -244,7 +244,7 @@ CREATE TABLE push.devices (
     CONSTRAINT devices_token_format CHECK (
 CASE platform
     WHEN 'ios'::text THEN (((length(token) >= 64) AND (length(token) <= 200)) AND (token ~ '^[0-9a-f]+$'::text))
-    WHEN 'web'::text THEN ((length(token) <= 2048) AND (token ~ '^https://[^/?#@[:space:]]+([/?#][^[:space:]]*)?$'::text))
+    WHEN 'web'::text THEN ((length(token) <= 2048) AND push.is_https_url(token))
     ELSE (((length(token) >= 16) AND (length(token) <= 1024)) AND (token ~ '^[A-Za-z0-9_:-]+$'::text))
 END),
     CONSTRAINT devices_token_kind_valid CHECK ((token_kind = ANY (ARRAY['device'::text, 'activity'::text, 'activity_start'::text]))),
