@@ -43,13 +43,22 @@ struct JobVerdictState: Sendable {
     /// Records a push service's job-level error; once the job has had ``jobErrorThreshold`` of them its web
     /// part has failed. Returns true when this answer made it fail.
     mutating func recordWebJobError(_ job: Int64, reason: String) -> Bool {
-        guard failed[job] == nil, webFailed[job] == nil else { return false }
-        let count = webJobErrors[job, default: 0] + 1
-        webJobErrors[job] = count
-        guard count >= jobErrorThreshold else { return false }
+        guard failed[job] == nil, webFailed[job] == nil, Self.count(job, in: &webJobErrors, threshold: jobErrorThreshold) else {
+            return false
+        }
         trim()
         webFailed[job] = reason
-        webJobErrors[job] = nil
+        return true
+    }
+
+    /// Counts one job-level error of `job` in `errors`; true (and the count forgotten) once it reaches `threshold`.
+    private static func count(_ job: Int64, in errors: inout [Int64: Int], threshold: Int) -> Bool {
+        let count = errors[job, default: 0] + 1
+        guard count >= threshold else {
+            errors[job] = count
+            return false
+        }
+        errors[job] = nil
         return true
     }
 
@@ -57,14 +66,10 @@ struct JobVerdictState: Sendable {
     /// A job of one request (a channel broadcast) fails `immediately`: its one answer is all there is.
     /// Returns true when this answer made it fail.
     mutating func recordJobError(_ job: Int64, reason: String, immediately: Bool = false) -> Bool {
-        guard failed[job] == nil else { return false }
-        let count = jobErrors[job, default: 0] + 1
-        jobErrors[job] = count
-        guard immediately || count >= jobErrorThreshold else { return false }
+        guard failed[job] == nil, Self.count(job, in: &jobErrors, threshold: immediately ? 1 : jobErrorThreshold) else { return false }
         trim()
         failed[job] = reason
         unwrittenFailures[job] = reason
-        jobErrors[job] = nil
         return true
     }
 

@@ -189,34 +189,21 @@ public struct DeviceRegistration: Sendable, Hashable {
 }
 
 extension OperatorStore {
-    /// Calls `push.register_device` with every value bound, `subscription` only for a Web Push subscription (so
-    /// a device token registers as it always has). The database validates the arguments and names the one it
-    /// refuses: an unknown app is foreign_key_violation (23503).
+    /// Calls `push.register_device` with every value bound; `subscription` is NULL (the function's default) for
+    /// a device token. The database validates the arguments and names the one it refuses: an unknown app is
+    /// foreign_key_violation (23503).
     public func registerDevice(_ device: DeviceRegistration) async throws {
         let d = device
-        if let subscription = d.subscription {
-            try await run("""
-                SELECT push.register_device(
-                    app_id => \(d.appID)::text,
-                    token => \(d.token)::text,
-                    user_id => \(d.userID)::text,
-                    tags => \(d.tags)::text[],
-                    replaces => \(d.replaces)::text,
-                    platform => \(d.platform)::text,
-                    locale => \(d.locale)::text,
-                    subscription => \(subscription)::jsonb)
-                """)
-        } else {
-            try await run("""
-                SELECT push.register_device(
-                    app_id => \(d.appID)::text,
-                    token => \(d.token)::text,
-                    user_id => \(d.userID)::text,
-                    tags => \(d.tags)::text[],
-                    replaces => \(d.replaces)::text,
-                    platform => \(d.platform)::text,
-                    locale => \(d.locale)::text)
-                """)
-        }
+        try await run("""
+            SELECT push.register_device(
+                app_id => \(d.appID)::text,
+                token => \(d.token)::text,
+                user_id => \(d.userID)::text,
+                tags => \(d.tags)::text[],
+                replaces => \(d.replaces)::text,
+                platform => \(d.platform)::text,
+                locale => \(d.locale)::text,
+                subscription => \(d.subscription)::jsonb)
+            """)
     }
 }
