@@ -45,6 +45,7 @@ let migrationFiles = [
     "0025_job_events.sql",
     "0026_dashboard_resend.sql",
     "0027_web_push.sql",
+    "0028_broadcast_controls.sql",
 ]
 
 let package = Package(

@@ -53,6 +53,7 @@ extension Migration {
         Migration(name: "0025_job_events.sql", sql: String(decoding: PackageResources._025_job_events_sql, as: UTF8.self)),
         Migration(name: "0026_dashboard_resend.sql", sql: String(decoding: PackageResources._026_dashboard_resend_sql, as: UTF8.self)),
         Migration(name: "0027_web_push.sql", sql: String(decoding: PackageResources._027_web_push_sql, as: UTF8.self)),
+        Migration(name: "0028_broadcast_controls.sql", sql: String(decoding: PackageResources._028_broadcast_controls_sql, as: UTF8.self)),
     ]
 
     /// Reads every `*.sql` file of a directory, ordered by name; for `pgpush migrate --directory`.
