@@ -15,9 +15,19 @@ public struct JobSnapshot: Equatable, Sendable {
     /// Delivered per platform ("ios", "android", "web"), when asked for (`byPlatform`, or a job to several
     /// platforms in `init(watching:)`).
     public var deliveredByPlatform: [String: Int64]? = nil
+    /// Tokens not sent because their person reached the category's frequency cap: outcomes, not failures.
+    public var capped: Int64 = 0
+    /// A throttled job's rate in effect (notifications per second), once expanded.
+    public var throttle: Double? = nil
+    /// When a paced job's last chunk comes due.
+    public var estimatedFinishAt: Date? = nil
+    /// Tokens waiting for their zone's moment (local time, quiet hours), and the zones to come, soonest first.
+    public var waitingTokens: Int64 = 0
+    public var waitingZones: [ZoneMoment] = []
 
-    /// Final outcomes so far (delivered or failed); `pruned` is a consequence of failures, not an extra outcome.
-    public var processed: Int64 { delivered + failed }
+    /// Final outcomes so far (delivered, failed or capped); `pruned` is a consequence of failures, not an extra
+    /// outcome.
+    public var processed: Int64 { delivered + failed + capped }
 
     public var isFinished: Bool { ["done", "failed", "cancelled"].contains(state) }
 
@@ -25,6 +35,9 @@ public struct JobSnapshot: Equatable, Sendable {
         var object: [String: Any] = [
             "job_id": jobID, "app_id": appID, "state": state, "total": jsonValue(total),
             "delivered": delivered, "failed": failed, "pruned": pruned, "pending": pending, "expired": expired,
+            "capped": capped, "throttle": jsonValue(throttle), "estimated_finish_at": jsonValue(estimatedFinishAt.map(Self.time)),
+            "waiting_tokens": waitingTokens,
+            "waiting_zones": waitingZones.map { ["zone": $0.zone, "moment": Self.time($0.moment)] },
         ]
         if let deliveredByPlatform {
             for (key, _) in PlatformSplit.platforms {
@@ -33,6 +46,11 @@ public struct JobSnapshot: Equatable, Sendable {
             }
         }
         return object
+    }
+
+    /// `2026-11-29T08:00:00Z`: UTC, second precision, as the other commands print times.
+    static func time(_ date: Date) -> String {
+        ISO8601DateFormatter.string(from: date, timeZone: .gmt, formatOptions: [.withInternetDateTime])
     }
 }
 
@@ -44,6 +62,11 @@ extension JobSnapshot {
             jobID: progress.jobID, appID: progress.appID, state: progress.state, total: progress.total,
             delivered: progress.delivered, failed: progress.failed, pruned: progress.pruned, pending: progress.pending,
             expired: progress.expired)
+        capped = progress.capped
+        throttle = progress.throttle
+        estimatedFinishAt = progress.estimatedFinishAt
+        waitingTokens = progress.waitingTokens
+        waitingZones = progress.waitingZones
         guard byPlatform else { return }
         deliveredByPlatform = PlatformSplit(progress).delivered
     }
@@ -99,10 +122,43 @@ public struct ProgressLine {
         line += "  delivered \(snapshot.delivered)"
         line += Self.split(snapshot)
         line += "  failed \(snapshot.failed)  pruned \(snapshot.pruned)"
+        if snapshot.capped > 0 { line += "  capped \(snapshot.capped)" }
         line += "  pending \(snapshot.pending)"
         line += "  \(rate.map { String(format: "%.1f", $0) } ?? "-")/s"
+        if let throttle = snapshot.throttle { line += "  throttle \(Self.rate(throttle))/s" }
         line += "  ETA \(eta(for: snapshot).map(Self.duration) ?? "-")"
+        if let finish = snapshot.estimatedFinishAt { line += "  finish ~\(Self.minute(finish))" }
+        line += Self.waiting(snapshot)
         return line
+    }
+
+    /// How many zones ``waiting(_:)`` names before `+N more`.
+    public static let zonesShown = 3
+
+    /// `  waiting 120 in 2 zones: Asia/Tokyo 2026-11-29 00:00Z, Europe/Paris 2026-11-29 08:00Z`, soonest first
+    /// (the first ``zonesShown``); empty when nothing waits for a zone's moment.
+    public static func waiting(_ snapshot: JobSnapshot) -> String {
+        guard snapshot.waitingTokens > 0 || !snapshot.waitingZones.isEmpty else { return "" }
+        let zones = snapshot.waitingZones
+        var text = "  waiting \(snapshot.waitingTokens) in \(zones.count) \(zones.count == 1 ? "zone" : "zones")"
+        guard !zones.isEmpty else { return text }
+        text += ": " + zones.prefix(zonesShown).map { "\($0.zone) \(minute($0.moment))" }.joined(separator: ", ")
+        if zones.count > zonesShown { text += ", +\(zones.count - zonesShown) more" }
+        return text
+    }
+
+    /// `2026-11-29 08:00Z`: a moment to the minute, UTC.
+    public static func minute(_ date: Date) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = .gmt
+        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute], from: date)
+        return String(format: "%04d-%02d-%02d %02d:%02dZ", c.year ?? 0, c.month ?? 0, c.day ?? 0, c.hour ?? 0, c.minute ?? 0)
+    }
+
+    /// A throttle as a number: `2000`, or `12.5` for a fraction below a hundred a second (spread_over's rates are
+    /// rarely whole).
+    static func rate(_ value: Double) -> String {
+        value >= 100 || value == value.rounded() ? String(Int(value.rounded())) : String(format: "%.1f", value)
     }
 
     /// ` (iOS 3, Android 1, Web 2)`: delivered per platform, when the snapshot has the split; else empty.
@@ -115,6 +171,7 @@ public struct ProgressLine {
     /// The closing line once the job has ended.
     public static func summary(_ snapshot: JobSnapshot) -> String {
         "job \(snapshot.jobID) \(snapshot.state): \(snapshot.delivered) delivered\(split(snapshot)), \(snapshot.failed) failed, "
+            + (snapshot.capped > 0 ? "\(snapshot.capped) capped, " : "")
             + "\(snapshot.pruned) pruned, \(snapshot.pending) pending (total \(snapshot.total.map { String($0) } ?? "-"))"
     }
 

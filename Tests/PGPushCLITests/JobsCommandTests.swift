@@ -94,7 +94,7 @@ struct JobsCommandTests {
             #expect(rows.count == 4)
             let growth = try #require(rows.first { ($0["job_id"] as? NSNumber)?.int64Value == seeded.growth })
             #expect(Set(growth.keys) == [
-                "job_id", "app_id", "state", "total", "delivered", "failed", "pending", "labels", "created_at",
+                "job_id", "app_id", "state", "total", "delivered", "failed", "capped", "pending", "labels", "created_at",
                 "ios_delivered", "android_delivered", "web_delivered",
             ])
             #expect(growth["web_delivered"] as? NSNumber == 0)

@@ -22,11 +22,13 @@ struct AppsCommand: AsyncParsableCommand {
               pgpush apps grant billing_service news
               pgpush apps vapid-key --generate /etc/pgpush/news-vapid.pem
               pgpush apps set-vapid news --vapid-key /etc/pgpush/news-vapid.pem --vapid-subject mailto:ops@example.com
+              pgpush apps set-broadcast-controls news --default-timezone Europe/Paris --quiet-hours 22:00-08:00
 
             Exit codes: 0 ok, 1 database error, 2 unknown app, 64 bad usage.
             """,
         subcommands: [AppsAddCommand.self, AppsListCommand.self, AppsPauseCommand.self, AppsResumeCommand.self, AppsConfirmStaleCommand.self,
-                      AppsGrantCommand.self, AppsRevokeCommand.self, VAPIDKeyCommand.self, AppsSetVAPIDCommand.self])
+                      AppsGrantCommand.self, AppsRevokeCommand.self, VAPIDKeyCommand.self, AppsSetVAPIDCommand.self,
+                      AppsSetBroadcastControlsCommand.self])
 }
 
 struct AppsListCommand: AsyncParsableCommand {
@@ -39,7 +41,8 @@ struct AppsListCommand: AsyncParsableCommand {
             (the variable's name only), fcm_project_id, fcm_service_account_path, vapid_private_key_path, \
             vapid_public_key (the website's applicationServerKey), vapid_subject, rate_limit, paused_reason, \
             paused_at, web_push_paused_reason (set by the workers when a push service refused the VAPID key; \
-            `pgpush apps resume` clears it), created_at.
+            `pgpush apps resume` clears it), default_timezone, quiet_hours, frequency_caps (an object, or \
+            null), created_at.
 
             Examples:
               pgpush apps list
@@ -62,7 +65,7 @@ struct AppsListCommand: AsyncParsableCommand {
             let apps = try await withOperatorStore(url, logger: logger) { store in try await store.listApps() }
             if json {
                 try printJSON(apps.map { app -> [String: Any] in
-                    [
+                    let object: [String: Any] = [
                         "app_id": app.id, "topic": jsonValue(app.topic), "environment": app.environment, "auth": jsonValue(app.auth),
                         "fcm_project_id": jsonValue(app.fcmProjectID), "fcm_service_account_path": jsonValue(app.fcmServiceAccount),
                         "team_id": jsonValue(app.teamID), "key_id": jsonValue(app.keyID),
@@ -73,6 +76,7 @@ struct AppsListCommand: AsyncParsableCommand {
                         "paused_reason": jsonValue(app.pausedReason), "paused_at": jsonValue(Timestamp.string(app.pausedAt)),
                         "created_at": jsonValue(Timestamp.string(app.createdAt)),
                     ]
+                    return object.merging(app.controls.json(app: nil)) { first, _ in first }
                 })
                 return
             }
@@ -80,12 +84,14 @@ struct AppsListCommand: AsyncParsableCommand {
                 print("no apps: add one with `pgpush apps add`")
                 return
             }
-            var table = Table(["APP", "TOPIC", "ENV", "AUTH", "CREDENTIAL", "FCM PROJECT", "WEB PUSH", "RATE/S", "STATE", "PAUSED SINCE"])
+            var table = Table(["APP", "TOPIC", "ENV", "AUTH", "CREDENTIAL", "FCM PROJECT", "WEB PUSH", "RATE/S", "TIME ZONE",
+                               "QUIET HOURS", "CAPS", "STATE", "PAUSED SINCE"])
             for app in apps {
                 let credential = app.keyPath.map { "\($0) (team \(app.teamID ?? "-"), key \(app.keyID ?? "-"))" } ?? app.certificatePath
                 table.append([
                     app.id, app.topic, app.environment, app.auth, credential, app.fcmProjectID, app.vapidSubject,
-                    app.rateLimit.map { String($0) }, app.state, Timestamp.string(app.pausedAt),
+                    app.rateLimit.map { String($0) }, app.controls.defaultTimezone, app.controls.quietHours,
+                    app.controls.capsText, app.state, Timestamp.string(app.pausedAt),
                 ])
             }
             print(table.render())
@@ -168,6 +174,19 @@ struct AppsResumeCommand: AsyncParsableCommand {
             case (false, false): print("pgpush: \(app) was not paused")
             }
         }
+    }
+}
+
+extension AppBroadcastControls {
+    /// `marketing 3/24 hours, digest 1/7 days`: the caps by category; `nil` (shown as `-`) when there are none.
+    var capsText: String? {
+        guard let frequencyCaps,
+              let object = (try? JSONSerialization.jsonObject(with: Data(frequencyCaps.utf8))) as? [String: Any], !object.isEmpty
+        else { return nil }
+        return object.keys.sorted().map { category in
+            let cap = object[category] as? [String: Any]
+            return "\(category) \(cap?["max"].map { "\($0)" } ?? "?")/\(cap?["per"].map { "\($0)" } ?? "?")"
+        }.joined(separator: ", ")
     }
 }
 

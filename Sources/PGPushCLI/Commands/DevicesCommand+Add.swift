@@ -19,13 +19,16 @@ struct DevicesAddCommand: AsyncParsableCommand {
             the endpoint or the keys.
 
             Registering a token or endpoint again updates it, as push.register_device does: --user and --tag \
-            replace the stored ones (no --tag clears the tags), no --locale keeps the stored locale. --replaces \
+            replace the stored ones (no --tag clears the tags), no --locale keeps the stored locale and no \
+            --timezone the stored time zone (a device without one follows the app's default_timezone, which \
+            local-time sends and quiet hours go by). --replaces \
             names the device's previous token or endpoint, which is deleted.
 
             Prints what was registered (--json: {"app_id": …, "platform": …, "origin": … for web}).
 
             Examples:
               pgpush devices add --app news --token 3f2a… --user 42 --tag sports
+              pgpush devices add --app news --token 3f2a… --user 42 --timezone Europe/Paris
               pgpush devices add --app news --platform android --token fYK3…:APA91b…
               pgpush devices add --app news --platform web --subscription subscription.json --user 42
               curl -s https://example.com/debug/subscription | pgpush devices add --app news --subscription -
@@ -65,6 +68,9 @@ struct DevicesAddCommand: AsyncParsableCommand {
     @Option(help: "The device's previous token or endpoint, deleted.")
     var replaces: String?
 
+    @Option(help: ArgumentHelp("The device's IANA time zone, such as Europe/Paris.", valueName: "zone"))
+    var timezone: String?
+
     @Flag(help: "Print JSON.")
     var json = false
 
@@ -100,7 +106,7 @@ struct DevicesAddCommand: AsyncParsableCommand {
             }
             let registration = DeviceRegistration(
                 appID: app, platform: effectivePlatform.rawValue, token: token, subscription: subscriptionJSON, userID: user,
-                tags: tags, locale: locale, replaces: replaces)
+                tags: tags, locale: locale, replaces: replaces, timezone: timezone)
             try await withOperatorStore(url, logger: logger) { store in
                 do {
                     try await store.registerDevice(registration)

@@ -18,9 +18,11 @@ struct DevicesImportCommand: AsyncParsableCommand {
         abstract: "Bulk-register device tokens from a file (all or nothing).",
         discussion: """
             Formats: lines (one token per line; blank lines and # comments skipped), csv or tsv with a header \
-            naming the columns token, user_id, tags, platform, locale (token required; tags separated by | or ;; \
-            platform ios or android, --platform where empty or absent; locale a BCP 47 tag such as fr, fr-CA, \
-            fr_CA or zh-Hant-TW, stored lowercase with - as push.normalize_locale gives it, e.g. fr-ca). Without \
+            naming the columns token, user_id, tags, platform, locale, timezone (token required; tags separated by \
+            | or ;; platform ios or android, --platform where empty or absent; locale a BCP 47 tag such as fr, \
+            fr-CA, fr_CA or zh-Hant-TW, stored lowercase with - as push.normalize_locale gives it, e.g. fr-ca; \
+            timezone an IANA zone PostgreSQL knows, such as Europe/Paris, which local-time sends and quiet hours \
+            go by). Without \
             --format, .csv and .tsv files are read as such and anything else, stdin included, as lines.
 
             iOS tokens are lowercased and must be 64 to 200 hex characters; Android (FCM) registration tokens \
@@ -29,15 +31,16 @@ struct DevicesImportCommand: AsyncParsableCommand {
             push.register_device requires. The whole file is checked first: one bad \
             line (named in the error) and nothing is imported. Then, in one transaction, the rows are copied \
             into a temporary table and upserted into push.devices: a token already registered gets the file's \
-            user_id, tags and locale and a new registered_at, as push.register_device does. A column the file \
-            does not have (a lines file has none of them) leaves the stored value alone, and so does an empty \
-            locale: a device imported without a locale keeps the one it has. When a token appears twice, its \
+            user_id, tags, locale and timezone and a new registered_at, as push.register_device does. A column \
+            the file does not have (a lines file has none of them) leaves the stored value alone, and so does an \
+            empty locale or timezone: a device imported without one keeps the one it has. A timezone PostgreSQL \
+            does not know is refused with its line, and nothing is imported. When a token appears twice, its \
             last line wins.
 
             Web Push subscriptions carry keys beside their endpoint, so they come in their own format, jsonl \
             (.jsonl or .ndjson, or --format jsonl): one JSON object per line, either the browser's \
             subscription.toJSON() itself or {"subscription": {…}, "user_id": "42", "tags": ["sports"], \
-            "locale": "fr"}. Each subscription is checked as `pgpush devices add --subscription` checks one, and \
+            "locale": "fr", "timezone": "Europe/Paris"}. Each subscription is checked as `pgpush devices add --subscription` checks one, and \
             the app must have Web Push configured. As with a csv column, when some line has user_id (or tags), \
             every device of the file gets its line's (none where a line has none).
 
@@ -85,8 +88,16 @@ struct DevicesImportCommand: AsyncParsableCommand {
                     throw OperatorError(.failed, "app \(app) has no Web Push configured: give it a VAPID key first "
                         + "(`pgpush apps set-vapid \(app) --vapid-key FILE --vapid-subject mailto:…`); nothing was imported")
                 }
-                return try await store.importDevices(
-                    appID: app, records: parsed.records, replaceUserIDs: parsed.hasUserIDs, replaceTags: parsed.hasTags)
+                do {
+                    return try await store.importDevices(
+                        appID: app, records: parsed.records, replaceUserIDs: parsed.hasUserIDs, replaceTags: parsed.hasTags)
+                } catch {
+                    // Thrown inside the import's transaction, so wrapped by it.
+                    let unknown = (error as? UnknownTimeZone) ?? ((error as? PostgresTransactionError)?.closureError as? UnknownTimeZone)
+                    guard let unknown else { throw error }
+                    throw OperatorError(.failed, "line \(unknown.line): timezone '\(unknown.timezone.prefix(64))' is not a time zone "
+                        + "PostgreSQL knows: give an IANA name such as 'Europe/Paris'; nothing was imported")
+                }
             }
             guard let result = imported else { throw OperatorError(.notFound, "unknown app \(app)") }
             if json {

@@ -8,7 +8,7 @@ extension EnqueueRequest {
     static let fileKeys: Set<String> = [
         "app_id", "payload", "push_type", "apns_priority", "tokens", "user_ids", "tags", "send_at", "expires_at",
         "collapse_id", "idempotency_key", "priority", "fcm", "activity_ids", "activity_type", "channel", "localized",
-        "badge", "web", "web_urgency",
+        "badge", "web", "web_urgency", "max_rate", "spread_over", "local_time", "respect_quiet_hours", "category",
     ]
 
     /// Reads a job file: one JSON object whose keys are `push.enqueue`'s parameters. `payload`, `fcm`, `web` and
@@ -37,6 +37,14 @@ extension EnqueueRequest {
             else { throw fail("\(key) must be an integer") }
             return exact
         }
+        func boolean(_ key: String) throws -> Bool? {
+            guard let value = object[key], !(value is NSNull) else { return nil }
+            // JSONSerialization gives true and false as NSNumbers whose type is char ("c"); 1 and 0 are ints.
+            guard let number = value as? NSNumber, String(cString: number.objCType) == "c" else {
+                throw fail("\(key) must be true or false")
+            }
+            return number.boolValue
+        }
         func date(_ key: String) throws -> Date? {
             guard let text = try string(key) else { return nil }
             guard let date = Timestamp.parse(text) else { throw fail("\(key) is not an ISO 8601 time: \(text)") }
@@ -64,6 +72,10 @@ extension EnqueueRequest {
         if let webUrgency, WebPushUrgency(rawValue: webUrgency) == nil {
             throw fail("web_urgency must be one of \(WebPushUrgency.allCases.map(\.rawValue).joined(separator: ", ")): \(webUrgency)")
         }
+        let localTime = try string("local_time")
+        if let localTime, !isLocalTime(localTime) {
+            throw fail("local_time must be a time of day as HH:MM, 24-hour, such as \"09:00\": \(localTime)")
+        }
         return EnqueueRequest(
             appID: appID, payload: payload, pushType: try string("push_type"), apnsPriority: try integer("apns_priority"),
             tokens: try strings("tokens"), userIDs: try strings("user_ids"), tags: try strings("tags"),
@@ -71,7 +83,9 @@ extension EnqueueRequest {
             collapseID: try string("collapse_id"), idempotencyKey: try string("idempotency_key"),
             priority: try integer("priority"), fcm: fcm, activityIDs: try strings("activity_ids"),
             activityType: try string("activity_type"), channel: try string("channel"), localized: localized,
-            badge: try string("badge"), web: web, webUrgency: webUrgency)
+            badge: try string("badge"), web: web, webUrgency: webUrgency, maxRate: try integer("max_rate"),
+            spreadOver: try string("spread_over"), localTime: localTime, respectQuietHours: try boolean("respect_quiet_hours"),
+            category: try string("category"))
     }
 
     /// The Web Push message as given, once it parses as JSON; as for ``checkLocalized(_:source:)``, the database

@@ -20,9 +20,19 @@ struct EnqueueCommand: AsyncParsableCommand {
             every device of the app. Per-device content: --localized (or --localized-file) gives locale variants, \
             a JSON object from BCP 47 tag to a partial payload merged over the job's (aps and custom keys, and \
             fcm for the Android message), each device getting its own locale's, else its language's, else the \
-            job's; --badge increment sets each device's badge to its own counter plus one. Alternatively --file reads a JSON object with push.enqueue's parameter \
+            job's; --badge increment sets each device's badge to its own counter plus one.
+
+            Broadcast controls: --max-rate N sends at most N notifications a second for this job across the \
+            fleet (to spare the producer's own servers when the devices wake up), or --spread-over "30 minutes" \
+            spreads the audience over the interval (not both); --local-time 09:00 sends to each device at the \
+            first 09:00 in its own time zone at or after --send-at; --respect-quiet-hours or \
+            --ignore-quiet-hours overrides the default (the app's quiet hours hold back jobs below priority 10); \
+            --category marketing counts the job against the app's frequency cap of that category.
+
+            Alternatively --file reads a JSON object with push.enqueue's parameter \
             names (app_id, payload, fcm, web, web_urgency, push_type, tokens, user_ids, tags, send_at, expires_at, \
-            collapse_id, idempotency_key, priority, apns_priority, localized, badge, and for Live Activities activity_ids, \
+            collapse_id, idempotency_key, priority, apns_priority, localized, badge, max_rate, spread_over, \
+            local_time, respect_quiet_hours, category, and for Live Activities activity_ids, \
             activity_type and channel). All values are sent as bound parameters; the database \
             validates them, and its message is printed as is.
 
@@ -39,6 +49,9 @@ struct EnqueueCommand: AsyncParsableCommand {
               pgpush enqueue --app news --payload-file promo.json --localized-file promo-locales.json --tag promo
               pgpush enqueue --app news --alert "Goal!" --web '{"title":"Goal!","body":"2-1"}' --web-urgency high
               pgpush enqueue --app news-web --web '{"web_push":8030,"notification":{"title":"Goal!","navigate":"https://example.com/match/77"}}'
+              pgpush enqueue --app news --alert "New episode" --max-rate 2000
+              pgpush enqueue --app news --alert "Weekly digest" --spread-over "30 minutes" --category digest
+              pgpush enqueue --app shop --alert "Sale starts" --local-time 09:00 --category marketing --tag promo
 
             Exit codes: 0 queued (with --wait: the job is done), 1 rejected by the database or a database \
             error (with --wait: the job failed), 2 unknown app, 3 with --wait: the job was cancelled, \
@@ -122,6 +135,21 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(help: "Queue priority: higher goes first (default 0).")
     var priority: Int32?
 
+    @Option(help: ArgumentHelp("At most this many notifications per second for this job, across the fleet.", valueName: "n"))
+    var maxRate: Int32?
+
+    @Option(help: ArgumentHelp("Spread the audience evenly over this interval, e.g. \"30 minutes\" (instead of --max-rate).", valueName: "interval"))
+    var spreadOver: String?
+
+    @Option(help: ArgumentHelp("Send to each device at this time of day (HH:MM) in its own time zone.", valueName: "HH:MM"))
+    var localTime: String?
+
+    @Flag(exclusivity: .exclusive)
+    var quietHours: QuietHoursChoice?
+
+    @Option(help: ArgumentHelp("The frequency-cap category this job counts against, e.g. marketing.", valueName: "name"))
+    var category: String?
+
     @Flag(help: "Print JSON.")
     var json = false
 
@@ -137,8 +165,9 @@ struct EnqueueCommand: AsyncParsableCommand {
     func validate() throws {
         if file != nil {
             let conflicting = [app, payload, payloadFile, alert, pushType, sendAt, expiresAt, collapseID, idempotencyKey, fcm, fcmFile,
-                               localized, localizedFile, badge, web, webFile]
+                               localized, localizedFile, badge, web, webFile, spreadOver, localTime, category]
                 .contains { $0 != nil } || apnsPriority != nil || priority != nil || ttl != nil || webUrgency != nil
+                || maxRate != nil || quietHours != nil
                 || !tokens.isEmpty || !users.isEmpty || !tags.isEmpty
             if conflicting { throw ValidationError("--file carries the whole job: give no other job options with it") }
         } else {
@@ -156,6 +185,12 @@ struct EnqueueCommand: AsyncParsableCommand {
             }
         }
         if expiresAt != nil, ttl != nil { throw ValidationError("give --expires-at or --ttl, not both") }
+        if maxRate != nil, spreadOver != nil {
+            throw ValidationError("give --max-rate or --spread-over, not both: --spread-over sets the rate to the audience over the interval")
+        }
+        if let localTime, !isLocalTime(localTime) {
+            throw ValidationError("--local-time must be a time of day as HH:MM, 24-hour, such as 09:00 or 18:30: \(localTime)")
+        }
         if let ttl, !(ttl > 0) { throw ValidationError("--ttl must be a positive number of seconds") }
         for (name, value) in [("--send-at", sendAt), ("--expires-at", expiresAt)] {
             if let value, Timestamp.parse(value) == nil {
@@ -181,6 +216,9 @@ struct EnqueueCommand: AsyncParsableCommand {
                 } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23503" {
                     // push.validate_job raises foreign_key_violation for an unknown app_id.
                     throw OperatorError(.notFound, describeDatabaseError(error))
+                } catch let error as PSQLError where request.spreadOver != nil && Self.isIntervalRefusal(error) {
+                    // PostgreSQL's own message for a malformed interval does not say which argument it was.
+                    throw OperatorError(.failed, "spread_over \(request.spreadOver ?? "") is not an interval: write it as \"30 minutes\" or \"2 hours\" (\(describeDatabaseError(error)))")
                 }
                 if json {
                     try printJSON(["job_id": jobID])
@@ -196,6 +234,13 @@ struct EnqueueCommand: AsyncParsableCommand {
                 try await watcher.watch(on: store)
             }
         }
+    }
+
+    /// PostgreSQL refused an interval's text (the cast of spread_over): invalid_datetime_format,
+    /// datetime_field_overflow, interval_field_overflow or invalid_text_representation, naming the interval type.
+    static func isIntervalRefusal(_ error: PSQLError) -> Bool {
+        guard let state = error.serverInfo?[.sqlState], ["22007", "22008", "22015", "22P02"].contains(state) else { return false }
+        return error.serverInfo?[.message]?.contains("interval") ?? false
     }
 
     private func makeRequest() throws -> EnqueueRequest {
@@ -223,7 +268,8 @@ struct EnqueueCommand: AsyncParsableCommand {
             tokens: tokens.isEmpty ? nil : tokens, userIDs: users.isEmpty ? nil : users, tags: tags.isEmpty ? nil : tags,
             sendAt: sendAt.flatMap(Timestamp.parse), expiresAt: expiresAt.flatMap(Timestamp.parse), ttlSeconds: ttl,
             collapseID: collapseID, idempotencyKey: idempotencyKey, priority: priority, fcm: fcmText,
-            localized: localizedText, badge: badge, web: webText, webUrgency: webUrgency?.rawValue)
+            localized: localizedText, badge: badge, web: webText, webUrgency: webUrgency?.rawValue, maxRate: maxRate,
+            spreadOver: spreadOver, localTime: localTime, respectQuietHours: quietHours?.respects, category: category)
     }
 }
 
@@ -237,3 +283,24 @@ func readInput(_ path: String) throws -> Data {
 }
 
 extension WebPushUrgency: ExpressibleByArgument {}
+
+/// `--respect-quiet-hours` or `--ignore-quiet-hours`: push.enqueue's respect_quiet_hours; neither leaves the
+/// default (respected below priority 10).
+enum QuietHoursChoice: String, EnumerableFlag {
+    case respectQuietHours, ignoreQuietHours
+
+    static func help(for value: QuietHoursChoice) -> ArgumentHelp? {
+        switch value {
+        case .respectQuietHours: "Hold devices inside the app's quiet hours until they end (the default below priority 10)."
+        case .ignoreQuietHours: "Send through the app's quiet hours (the default from priority 10)."
+        }
+    }
+
+    var respects: Bool { self == .respectQuietHours }
+}
+
+/// `HH:MM` (or `HH:MM:SS`), 24-hour: a local time of day for `--local-time` and a job file's `local_time`. PostgreSQL
+/// would read more forms (`9am`), but its refusal of a bad one does not say which argument it was.
+func isLocalTime(_ text: String) -> Bool {
+    text.range(of: #"^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$"#, options: .regularExpression) != nil
+}

@@ -14,7 +14,8 @@ struct JobsCommand: AsyncParsableCommand {
         abstract: "List jobs, newest first, by app, labels and state.",
         discussion: """
             Reads push.job_progress (a restricted login sees the jobs of its apps only). FAILED counts failed \
-            and expired tokens, as push.job_progress does; BY PLATFORM splits DELIVERED into iOS, Android and \
+            and expired tokens, as push.job_progress does; CAPPED the tokens a frequency cap held back (not \
+            failures); BY PLATFORM splits DELIVERED into iOS, Android and \
             Web for a job that reaches more than one of them; LABELS shows the job's labels as key=value pairs.
 
             --label KEY=VALUE keeps the jobs with that label; given more than once, a job must have every one \
@@ -22,7 +23,8 @@ struct JobsCommand: AsyncParsableCommand {
             first one splits) and may be empty; the key may not.
 
             --json prints one array of objects: job_id, app_id, state, total, delivered, ios_delivered, \
-            android_delivered, web_delivered, failed, pending, labels (an object, {} when none), created_at.
+            android_delivered, web_delivered, failed, capped, pending, labels (an object, {} when none), \
+            created_at.
 
             Examples:
               pgpush jobs
@@ -103,7 +105,8 @@ struct JobsCommand: AsyncParsableCommand {
                 try printJSON(jobs.map { job -> [String: Any] in
                     let object: [String: Any] = [
                         "job_id": job.jobID, "app_id": job.appID, "state": job.state, "total": jsonValue(job.total),
-                        "delivered": job.delivered, "failed": job.failed, "pending": job.pending, "labels": job.labels,
+                        "delivered": job.delivered, "failed": job.failed, "capped": job.capped, "pending": job.pending,
+                        "labels": job.labels,
                         "created_at": jsonValue(Timestamp.string(job.createdAt)),
                     ]
                     return object.merging(PlatformSplit(job).json) { first, _ in first }
@@ -114,12 +117,13 @@ struct JobsCommand: AsyncParsableCommand {
                 print(app == nil && wanted.isEmpty && state == nil ? "no jobs" : "no jobs match")
                 return
             }
-            var table = Table(["ID", "APP", "STATE", "TOTAL", "DELIVERED", "BY PLATFORM", "FAILED", "PENDING", "LABELS", "CREATED"])
+            var table = Table(["ID", "APP", "STATE", "TOTAL", "DELIVERED", "BY PLATFORM", "FAILED", "CAPPED", "PENDING", "LABELS",
+                               "CREATED"])
             for job in jobs {
                 let split = PlatformSplit(job)
                 table.append([
                     String(job.jobID), job.appID, job.state, job.total.map { String($0) }, String(job.delivered),
-                    split.isMixed ? split.text : nil, String(job.failed), String(job.pending), Self.labelsText(job.labels),
+                    split.isMixed ? split.text : nil, String(job.failed), String(job.capped), String(job.pending), Self.labelsText(job.labels),
                     Timestamp.string(job.createdAt),
                 ])
             }

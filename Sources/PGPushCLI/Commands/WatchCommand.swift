@@ -9,9 +9,14 @@ struct WatchCommand: AsyncParsableCommand {
             Polls push.job_progress. On a terminal it shows one live line (state, a bar, delivered, failed, \
             pruned and pending counts, sends per second and an ETA); otherwise it prints a plain line whenever \
             the numbers change, and a summary line when the job ends. For a job that reaches more than one \
-            platform, delivered is split into iOS, Android and Web. --json prints one JSON object per poll \
-            (JSON lines): job_id, app_id, state, total, delivered, failed, pruned, pending, expired, and for a \
-            job to several platforms ios_delivered, android_delivered and web_delivered.
+            platform, delivered is split into iOS, Android and Web. A job with broadcast controls shows more: \
+            capped (tokens whose person reached the category's frequency cap), the throttle in effect (max_rate \
+            or spread_over, the lower of it and the app's rate limit), the estimated finish of a paced job, and \
+            the tokens waiting for their zone's moment (local time, quiet hours) with the zones to come, \
+            soonest first (UTC). --json prints one JSON object per poll \
+            (JSON lines): job_id, app_id, state, total, delivered, failed, pruned, pending, expired, capped, \
+            throttle, estimated_finish_at, waiting_tokens, waiting_zones (every one, as {"zone", "moment"}), and \
+            for a job to several platforms ios_delivered, android_delivered and web_delivered.
 
             Examples:
               pgpush watch 42

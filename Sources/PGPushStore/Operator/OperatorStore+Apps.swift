@@ -14,6 +14,47 @@ public struct AppListing: Sendable {
     /// Why the workers stopped the app's Web Push (a push service refused its VAPID key); `nil` while it sends.
     public var webPushPausedReason: String?
     public var createdAt: Date
+    /// The app's broadcast controls (migration 0028).
+    public var controls = AppBroadcastControls(defaultTimezone: "UTC", quietHours: nil, frequencyCaps: nil)
+}
+
+/// An app's broadcast controls: the zone of its devices that have none, its quiet hours (`22:00-08:00`, local time),
+/// and its frequency caps as JSON text (`{"marketing": {"max": 3, "per": "24 hours"}}`).
+public struct AppBroadcastControls: Sendable, Hashable {
+    public var defaultTimezone: String
+    public var quietHours: String?
+    public var frequencyCaps: String?
+
+    public init(defaultTimezone: String, quietHours: String?, frequencyCaps: String?) {
+        self.defaultTimezone = defaultTimezone
+        self.quietHours = quietHours
+        self.frequencyCaps = frequencyCaps
+    }
+}
+
+/// What ``OperatorStore/setBroadcastControls(_:_:)`` changes: each control is kept, set or cleared.
+public struct AppBroadcastControlsChange: Sendable, Hashable {
+    public enum Change: Sendable, Hashable {
+        case keep
+        case set(String)
+        /// Back to NULL (no quiet hours, no caps).
+        case clear
+
+        var isKept: Bool { self == .keep }
+        var value: String? { if case .set(let value) = self { value } else { nil } }
+    }
+
+    /// `nil` keeps it; the column has no NULL (`UTC` is its default).
+    public var defaultTimezone: String?
+    public var quietHours: Change
+    /// JSON text.
+    public var frequencyCaps: Change
+
+    public init(defaultTimezone: String? = nil, quietHours: Change = .keep, frequencyCaps: Change = .keep) {
+        self.defaultTimezone = defaultTimezone
+        self.quietHours = quietHours
+        self.frequencyCaps = frequencyCaps
+    }
 }
 
 /// An app's Web Push settings (`push.apps.vapid_*`): where the workers read the VAPID private key, the public key
@@ -81,7 +122,7 @@ extension OperatorStore {
             SELECT id, topic, environment, team_id, key_id, private_key_path, certificate_path,
                    certificate_password_env, rate_limit, paused_reason, paused_at, created_at,
                    fcm_project_id, fcm_service_account_path, vapid_private_key_path, vapid_public_key, vapid_subject,
-                   web_push_paused_reason
+                   web_push_paused_reason, default_timezone, quiet_hours, frequency_caps::text
               FROM push.apps ORDER BY id
             """)
         return try rows.map { row in
@@ -89,12 +130,18 @@ extension OperatorStore {
                  fcmProject, fcmAccount, vapidPath, vapidPublic, vapidSubject, webPushReason) = try row.decode(
                 (String, String?, String, String?, String?, String?, String?, String?, Int32?, String?, Date?, Date,
                  String?, String?, String?, String?, String?, String?).self)
+            // Past the first 18 by position (migration 0028's columns).
+            let cells = PostgresRandomAccessRow(row)
+            let controls = AppBroadcastControls(
+                defaultTimezone: try cells[18].decode(String.self, context: .default),
+                quietHours: try cells[19].decode(String?.self, context: .default),
+                frequencyCaps: try cells[20].decode(String?.self, context: .default))
             return AppListing(
                 id: id, environment: environment, topic: topic, teamID: team, keyID: key, keyPath: keyPath,
                 certificatePath: certificate, passwordEnv: passwordEnv, fcmProjectID: fcmProject,
                 fcmServiceAccount: fcmAccount, vapidKeyPath: vapidPath, vapidPublicKey: vapidPublic, vapidSubject: vapidSubject,
                 rateLimit: rate, pausedReason: reason, pausedAt: pausedAt, webPushPausedReason: webPushReason,
-                createdAt: created)
+                createdAt: created, controls: controls)
         }
     }
 
@@ -170,6 +217,25 @@ extension OperatorStore {
         return try rows.first.map { row in
             let (previous, paused) = try row.decode((String?, String?).self)
             return VAPIDChange(previousPublicKey: previous, webPushPausedReason: paused)
+        }
+    }
+
+    /// Sets the controls the change names and keeps the others; push.apps' trigger checks the result and names the
+    /// field it refuses (check_violation). Returns the app's controls after, or `nil` for an unknown app.
+    public func setBroadcastControls(_ appID: String, _ change: AppBroadcastControlsChange) async throws -> AppBroadcastControls? {
+        let c = change
+        let rows = try await run("""
+            UPDATE push.apps
+               SET default_timezone = coalesce(\(c.defaultTimezone)::text, default_timezone),
+                   quiet_hours = CASE WHEN \(c.quietHours.isKept) THEN quiet_hours ELSE \(c.quietHours.value)::text END,
+                   frequency_caps = CASE WHEN \(c.frequencyCaps.isKept) THEN frequency_caps ELSE \(c.frequencyCaps.value)::jsonb END,
+                   updated_at = now()
+             WHERE id = \(appID)
+            RETURNING default_timezone, quiet_hours, frequency_caps::text
+            """)
+        return try rows.first.map { row in
+            let (timezone, quietHours, caps) = try row.decode((String, String?, String?).self)
+            return AppBroadcastControls(defaultTimezone: timezone, quietHours: quietHours, frequencyCaps: caps)
         }
     }
 

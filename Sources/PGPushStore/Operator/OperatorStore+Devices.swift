@@ -17,10 +17,13 @@ public struct DeviceRecord: Equatable, Sendable {
     /// token is then the subscription's endpoint.
     public var webP256dh: String?
     public var webAuth: String?
+    /// An IANA time zone such as `Europe/Paris`, checked by `push.is_time_zone` on import; `nil` keeps the zone the
+    /// device has (and a device without one follows the app's `default_timezone`).
+    public var timezone: String?
 
     public init(
         line: Int, token: String, userID: String?, tags: [String], platform: DevicePlatform = .ios, locale: String? = nil,
-        webP256dh: String? = nil, webAuth: String? = nil
+        webP256dh: String? = nil, webAuth: String? = nil, timezone: String? = nil
     ) {
         self.line = line
         self.token = token
@@ -30,7 +33,14 @@ public struct DeviceRecord: Equatable, Sendable {
         self.locale = locale
         self.webP256dh = webP256dh
         self.webAuth = webAuth
+        self.timezone = timezone
     }
+}
+
+/// A device file names a time zone PostgreSQL does not know: the first such line, and the name as given.
+public struct UnknownTimeZone: Error, Sendable, Hashable {
+    public var line: Int
+    public var timezone: String
 }
 
 extension OperatorStore {
@@ -55,7 +65,9 @@ extension OperatorStore {
     /// holds the app's row against deletion. An existing device keeps its user id and tags unless the file has
     /// that column (`replaceUserIDs`, `replaceTags`), and its locale unless the record has one (as
     /// push.register_device does). Locales are normalised by push.normalize_locale; one that is not a BCP 47
-    /// tag fails the devices_locale_form check and nothing is imported. `nil` for an unknown app.
+    /// tag fails the devices_locale_form check and nothing is imported. Time zones are checked by
+    /// push.is_time_zone, as push.register_device checks them: the first unknown one throws ``UnknownTimeZone``
+    /// naming its line, and nothing is imported; a record without one keeps the device's. `nil` for an unknown app.
     public func importDevices(
         appID: String, records: [DeviceRecord], replaceUserIDs: Bool, replaceTags: Bool
     ) async throws -> DeviceImportResult? {
@@ -67,12 +79,13 @@ extension OperatorStore {
             try await store.run("""
                 CREATE TEMPORARY TABLE pgpush_device_import (
                     line integer, token text, user_id text, tags text, platform text, locale text, web_p256dh text,
-                    web_auth text)
+                    web_auth text, timezone text)
                 ON COMMIT DROP
                 """)
             try await connection.copyFrom(
                 table: "pgpush_device_import",
-                columns: ["line", "token", "user_id", "tags", "platform", "locale", "web_p256dh", "web_auth"], logger: logger
+                columns: ["line", "token", "user_id", "tags", "platform", "locale", "web_p256dh", "web_auth", "timezone"],
+                logger: logger
             ) { writer in
                 var chunk = ""
                 for record in records {
@@ -80,7 +93,7 @@ extension OperatorStore {
                     let tags = String(decoding: try JSONSerialization.data(withJSONObject: record.tags), as: UTF8.self)
                     chunk += CopyText.row([
                         String(record.line), record.token, record.userID, tags, record.platform.rawValue, record.locale,
-                        record.webP256dh, record.webAuth,
+                        record.webP256dh, record.webAuth, record.timezone,
                     ])
                     if chunk.utf8.count >= Self.importBatchBytes {
                         try await writer.write(ByteBuffer(string: chunk))
@@ -89,14 +102,23 @@ extension OperatorStore {
                 }
                 if !chunk.isEmpty { try await writer.write(ByteBuffer(string: chunk)) }
             }
+            // push.devices has no check of its own on timezone: push.register_device checks it, and so does this.
+            if let row = try await store.run("""
+                SELECT line, timezone FROM pgpush_device_import
+                 WHERE timezone IS NOT NULL AND NOT push.is_time_zone(timezone)
+                 ORDER BY line LIMIT 1
+                """).first {
+                let (line, timezone) = try row.decode((Int32, String).self)
+                throw UnknownTimeZone(line: Int(line), timezone: timezone)
+            }
             let rows = try await store.run("""
                 WITH upserted AS (
                     INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform, locale, web_p256dh,
-                                                   web_auth)
+                                                   web_auth, timezone)
                     SELECT DISTINCT ON (i.token) \(appID)::text, i.token, i.user_id,
                            ARRAY(SELECT jsonb_array_elements_text(i.tags::jsonb)), now(), i.platform,
                            -- A malformed locale is kept as given, for devices_locale_form to refuse, not dropped.
-                           coalesce(push.normalize_locale(i.locale), i.locale), i.web_p256dh, i.web_auth
+                           coalesce(push.normalize_locale(i.locale), i.locale), i.web_p256dh, i.web_auth, i.timezone
                       FROM pgpush_device_import i
                      ORDER BY i.token, i.line DESC
                     ON CONFLICT (app_id, token) DO UPDATE
@@ -106,7 +128,9 @@ extension OperatorStore {
                            -- A subscription's keys change when the browser subscribes again at the same endpoint.
                            web_p256dh = EXCLUDED.web_p256dh, web_auth = EXCLUDED.web_auth,
                            -- An import without a locale keeps the one the device has.
-                           locale = coalesce(EXCLUDED.locale, d.locale)
+                           locale = coalesce(EXCLUDED.locale, d.locale),
+                           -- Likewise its time zone.
+                           timezone = coalesce(EXCLUDED.timezone, d.timezone)
                     RETURNING (xmax = 0) AS inserted
                 )
                 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM upserted
@@ -172,10 +196,12 @@ public struct DeviceRegistration: Sendable, Hashable {
     public var locale: String?
     /// The device's previous token (or endpoint), deleted.
     public var replaces: String?
+    /// An IANA time zone such as `Europe/Paris`; `nil` keeps the zone the device has.
+    public var timezone: String?
 
     public init(
         appID: String, platform: String, token: String?, subscription: String?, userID: String?, tags: [String],
-        locale: String?, replaces: String?
+        locale: String?, replaces: String?, timezone: String? = nil
     ) {
         self.appID = appID
         self.platform = platform
@@ -185,6 +211,7 @@ public struct DeviceRegistration: Sendable, Hashable {
         self.tags = tags
         self.locale = locale
         self.replaces = replaces
+        self.timezone = timezone
     }
 }
 
@@ -203,7 +230,8 @@ extension OperatorStore {
                 replaces => \(d.replaces)::text,
                 platform => \(d.platform)::text,
                 locale => \(d.locale)::text,
-                subscription => \(d.subscription)::jsonb)
+                subscription => \(d.subscription)::jsonb,
+                timezone => \(d.timezone)::text)
             """)
     }
 }

@@ -34,13 +34,23 @@ public struct EnqueueRequest: Sendable {
     public var web: String?
     /// The Web Push `Urgency`: `very-low`, `low`, `normal` or `high`; `nil` is the database's default.
     public var webUrgency: String?
+    /// Broadcast controls (migration 0028): the job's own rate across the fleet (`max_rate`, notifications per
+    /// second) or the interval its audience is spread over (`spread_over`, interval text such as `30 minutes`;
+    /// not both), the local time each device receives it at (`local_time`, `HH:MM`), whether the app's quiet
+    /// hours hold it back (`nil`: below priority 10 they do), and its frequency-cap category.
+    public var maxRate: Int32?
+    public var spreadOver: String?
+    public var localTime: String?
+    public var respectQuietHours: Bool?
+    public var category: String?
 
     public init(
         appID: String, payload: String?, pushType: String?, apnsPriority: Int32?, tokens: [String]?, userIDs: [String]?,
         tags: [String]?, sendAt: Date?, expiresAt: Date?, ttlSeconds: Double?, collapseID: String?,
         idempotencyKey: String?, priority: Int32?, fcm: String? = nil, activityIDs: [String]? = nil,
         activityType: String? = nil, channel: String? = nil, localized: String? = nil, badge: String? = nil,
-        web: String? = nil, webUrgency: String? = nil
+        web: String? = nil, webUrgency: String? = nil, maxRate: Int32? = nil, spreadOver: String? = nil,
+        localTime: String? = nil, respectQuietHours: Bool? = nil, category: String? = nil
     ) {
         self.appID = appID
         self.payload = payload
@@ -63,6 +73,11 @@ public struct EnqueueRequest: Sendable {
         self.badge = badge
         self.web = web
         self.webUrgency = webUrgency
+        self.maxRate = maxRate
+        self.spreadOver = spreadOver
+        self.localTime = localTime
+        self.respectQuietHours = respectQuietHours
+        self.category = category
     }
 }
 
@@ -86,6 +101,33 @@ public struct JobProgress: Sendable {
     public var webTotal: Int64?
     public var createdAt: Date
     public var finishedAt: Date?
+    /// Tokens not sent because their person reached the category's frequency cap (not failures).
+    public var capped: Int64 = 0
+    /// The rate in effect once expanded (notifications per second), for a throttled job.
+    public var throttle: Double? = nil
+    /// When a paced job's last chunk comes due, while it runs.
+    public var estimatedFinishAt: Date? = nil
+    /// Tokens waiting for their zone's moment (local time, quiet hours), and the zones still to come with the
+    /// moment of each, soonest first.
+    public var waitingTokens: Int64 = 0
+    public var waitingZones: [ZoneMoment] = []
+}
+
+/// A time zone a job's devices wait in, and the moment they receive it (`push.job_progress.waiting_zones` and
+/// `waiting_moments`, pairwise).
+public struct ZoneMoment: Sendable, Hashable {
+    public var zone: String
+    public var moment: Date
+
+    public init(zone: String, moment: Date) {
+        self.zone = zone
+        self.moment = moment
+    }
+
+    /// The pairs of the two arrays, in the view's order (soonest first).
+    public static func pairs(zones: [String]?, moments: [Date]?) -> [ZoneMoment] {
+        zip(zones ?? [], moments ?? []).map { ZoneMoment(zone: $0, moment: $1) }
+    }
 }
 
 extension OperatorStore {
@@ -115,7 +157,12 @@ extension OperatorStore {
                 localized => \(r.localized)::jsonb,
                 badge => \(r.badge)::text,
                 web => \(r.web)::jsonb,
-                web_urgency => \(r.webUrgency)::text)
+                web_urgency => \(r.webUrgency)::text,
+                max_rate => \(r.maxRate)::integer,
+                spread_over => \(r.spreadOver)::interval,
+                local_time => \(r.localTime)::time,
+                respect_quiet_hours => \(r.respectQuietHours)::boolean,
+                category => \(r.category)::text)
             """)
         return try rows.first?.decode(Int64.self)
     }
@@ -143,7 +190,8 @@ extension JobProgress {
     /// The columns of `push.job_progress` that ``init(row:)`` reads, in its order.
     static let columns = """
         job_id, app_id, state, total, delivered, failed, pruned, pending, expired, ios_delivered, android_delivered, \
-        web_delivered, android_total, web_total, created_at, finished_at
+        web_delivered, android_total, web_total, created_at, finished_at, capped, throttle, estimated_finish_at, \
+        waiting_tokens, waiting_zones, waiting_moments
         """
 
     /// A row of ``columns``.
@@ -156,6 +204,15 @@ extension JobProgress {
             jobID: id, appID: app, state: state, total: total, delivered: delivered, failed: failed, pruned: pruned,
             pending: pending, expired: expired, iosDelivered: ios, androidDelivered: android, webDelivered: web,
             androidTotal: androidTotal, webTotal: webTotal, createdAt: created, finishedAt: finished)
+        // Past the first 16 by position (migration 0028's columns).
+        let cells = PostgresRandomAccessRow(row)
+        capped = try cells[16].decode(Int64.self, context: .default)
+        throttle = try cells[17].decode(Double?.self, context: .default)
+        estimatedFinishAt = try cells[18].decode(Date?.self, context: .default)
+        waitingTokens = try cells[19].decode(Int64.self, context: .default)
+        waitingZones = ZoneMoment.pairs(
+            zones: try cells[20].decode([String]?.self, context: .default),
+            moments: try cells[21].decode([Date]?.self, context: .default))
     }
 }
 
@@ -174,6 +231,8 @@ public struct JobListing: Sendable {
     /// The job's labels; empty when it has none.
     public var labels: [String: String]
     public var createdAt: Date
+    /// Tokens not sent because their person reached the category's frequency cap (not in `failed`).
+    public var capped: Int64 = 0
 }
 
 extension OperatorStore {
@@ -202,7 +261,7 @@ extension OperatorStore {
         binds.append(limit)
         let sql = """
             SELECT job_id, app_id, state, total, delivered, failed, pending, labels::text, created_at, android_total,
-                   web_total, ios_delivered, android_delivered, web_delivered
+                   web_total, ios_delivered, android_delivered, web_delivered, capped
               FROM push.job_progress
             \(conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "))
              ORDER BY job_id DESC LIMIT $\(binds.count)::bigint
@@ -218,7 +277,8 @@ extension OperatorStore {
             return JobListing(
                 jobID: id, appID: app, state: state, total: total, delivered: delivered, failed: failed,
                 pending: pending, androidTotal: androidTotal, webTotal: webTotal, iosDelivered: ios, androidDelivered: android,
-                webDelivered: web, labels: decoded, createdAt: created)
+                webDelivered: web, labels: decoded, createdAt: created,
+                capped: try PostgresRandomAccessRow(row)[14].decode(Int64.self, context: .default))
         }
     }
 }

@@ -8,13 +8,13 @@ enum DeviceFileFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
     /// One token per line; blank lines and lines starting with `#` are skipped.
     case lines
     /// Comma-separated with a header naming the columns: `token` and optionally `user_id`, `tags`, `platform`,
-    /// `locale`.
+    /// `locale`, `timezone`.
     /// Fields may be double-quoted (RFC 4180), so a field can hold a comma, a quote or a line break.
     case csv
     /// Tab-separated with the same header; no quoting.
     case tsv
     /// Web Push subscriptions, one JSON object per line: the browser's `subscription.toJSON()` itself, or
-    /// `{"subscription": {…}, "user_id": …, "tags": […], "locale": …}`.
+    /// `{"subscription": {…}, "user_id": …, "tags": […], "locale": …, "timezone": …}`.
     case jsonl
 
     /// `.csv` → csv, `.tsv`/`.tab` → tsv, `.jsonl`/`.ndjson` → jsonl, anything else (and stdin) → lines.
@@ -88,8 +88,8 @@ struct DeviceFile: Sendable {
                 throw fail("not a JSON object (expected a subscription, or {\"subscription\": {…}, \"user_id\": …, \"tags\": […]})")
             }
             let wrapped = object["endpoint"] == nil
-            if wrapped, let unknown = object.keys.filter({ !["subscription", "user_id", "tags", "locale"].contains($0) }).sorted().first {
-                throw fail("unknown key \"\(unknown.prefix(32))\" (expected subscription, user_id, tags, locale)")
+            if wrapped, let unknown = object.keys.filter({ !["subscription", "user_id", "tags", "locale", "timezone"].contains($0) }).sorted().first {
+                throw fail("unknown key \"\(unknown.prefix(32))\" (expected subscription, user_id, tags, locale, timezone)")
             }
             let subscriptionObject = wrapped ? object["subscription"] : object
             guard let subscriptionObject, let json = try? JSONSerialization.data(withJSONObject: subscriptionObject) else {
@@ -104,6 +104,7 @@ struct DeviceFile: Sendable {
             var userID: String?
             var tags: [String] = []
             var locale: String?
+            var timezone: String?
             if wrapped {
                 switch object["user_id"] {
                 case nil, is NSNull: break
@@ -121,13 +122,18 @@ struct DeviceFile: Sendable {
                 case let text as String: locale = try Self.locale(text, line: line)
                 default: throw fail("locale must be a string")
                 }
+                switch object["timezone"] {
+                case nil, is NSNull: break
+                case let text as String: timezone = Self.timezone(text)
+                default: throw fail("timezone must be a string, an IANA zone such as \"Europe/Paris\"")
+                }
                 hasUserIDs = hasUserIDs || object["user_id"] != nil
                 hasTags = hasTags || object["tags"] != nil
             }
             guard let web = DevicePlatform(rawValue: "web") else { throw webRefusal(line: line) }
             records.append(DeviceRecord(
                 line: line, token: subscription.endpoint, userID: userID, tags: tags, platform: web, locale: locale,
-                webP256dh: subscription.keys.p256dhBase64URL, webAuth: subscription.keys.authBase64URL))
+                webP256dh: subscription.keys.p256dhBase64URL, webAuth: subscription.keys.authBase64URL, timezone: timezone))
         }
         return DeviceFile(records: records, hasUserIDs: hasUserIDs, hasTags: hasTags)
     }
@@ -135,7 +141,7 @@ struct DeviceFile: Sendable {
     /// Whether any record is a Web Push subscription (the app must have Web Push configured).
     var hasWebDevices: Bool { records.contains { $0.webP256dh != nil } }
 
-    static let columns = ["token", "user_id", "tags", "platform", "locale"]
+    static let columns = ["token", "user_id", "tags", "platform", "locale", "timezone"]
 
     /// The platforms a device file can hold: a token is all their devices need.
     static let importable: [DevicePlatform] = [.ios, .android]
@@ -162,6 +168,7 @@ struct DeviceFile: Sendable {
         let tagColumn = names.firstIndex(of: "tags")
         let platformColumn = names.firstIndex(of: "platform")
         let localeColumn = names.firstIndex(of: "locale")
+        let timezoneColumn = names.firstIndex(of: "timezone")
         var records: [DeviceRecord] = []
         for row in rows.dropFirst() {
             guard row.fields.count == names.count else {
@@ -187,7 +194,8 @@ struct DeviceFile: Sendable {
                 userID: user?.isEmpty == false ? user : nil,
                 tags: tagColumn.map { tags(row.fields[$0]) } ?? [],
                 platform: platform,
-                locale: locale))
+                locale: locale,
+                timezone: timezoneColumn.flatMap { Self.timezone(row.fields[$0]) }))
         }
         return DeviceFile(records: records, hasUserIDs: userColumn != nil, hasTags: tagColumn != nil)
     }
@@ -242,6 +250,13 @@ struct DeviceFile: Sendable {
                 + "'fr', 'fr-CA' or 'zh-Hant-TW'; nothing was imported")
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// A time zone field, trimmed; empty is `nil` (the device keeps its zone). Whether PostgreSQL knows the name
+    /// is the database's to say (push.is_time_zone, at import).
+    static func timezone(_ raw: String) -> String? {
+        let trimmed = raw.trimmingCharacters(in: .whitespaces)
+        return trimmed.isEmpty ? nil : trimmed
     }
 
     private static func isFCMTokenByte(_ byte: UInt8) -> Bool {
