@@ -49,13 +49,31 @@ public struct EnqueueRequest: Sendable, Hashable {
     public var web: JSONValue?
     /// `web_urgency`: how soon browsers need the message (RFC 8030 `Urgency`); `nil` is the database's default.
     public var webUrgency: WebUrgency?
+    /// `max_rate`: at most this many notifications per second for this job, across the whole fleet (to spare the
+    /// producer's own servers when the devices wake up). The lower of it and the app's `rate_limit` wins; the app's
+    /// other jobs are not held back.
+    public var maxRate: Int?
+    /// `spread_over`: the rate is the audience counted at expansion over this duration. Giving both it and
+    /// ``maxRate`` is refused.
+    public var spreadOver: Duration?
+    /// `local_time`: each device receives the job at the first such time in its own zone (its `timezone`, else
+    /// the app's `default_timezone`) at or after ``sendAt``.
+    public var localTime: LocalTime?
+    /// `respect_quiet_hours`: whether the app's quiet hours hold the job's devices back; `nil` is the default,
+    /// respected below priority 10 and ignored from 10 up.
+    public var respectQuietHours: Bool?
+    /// `category`: the frequency cap (`push.apps.frequency_caps`) the job counts against. A person who already
+    /// received the cap's `max` jobs of it within its window gets an outcome `FrequencyCapped` instead.
+    public var category: String?
 
     public init(
         app: String, payload: Payload? = nil, pushType: PushType? = nil, apnsPriority: Int? = nil,
         audience: Audience = .everyone, activityType: String? = nil, channel: String? = nil, priority: Int = 0,
         sendAt: Date? = nil, expiresAt: Date? = nil, collapseID: String? = nil, idempotencyKey: String? = nil,
         fcm: FCMMessage? = nil, localized: [String: LocalizedVariant]? = nil, badge: Badge? = nil,
-        labels: [String: String]? = nil, replaceKey: String? = nil, web: JSONValue? = nil, webUrgency: WebUrgency? = nil
+        labels: [String: String]? = nil, replaceKey: String? = nil, web: JSONValue? = nil, webUrgency: WebUrgency? = nil,
+        maxRate: Int? = nil, spreadOver: Duration? = nil, localTime: LocalTime? = nil, respectQuietHours: Bool? = nil,
+        category: String? = nil
     ) {
         self.app = app
         self.payload = payload
@@ -76,6 +94,11 @@ public struct EnqueueRequest: Sendable, Hashable {
         self.replaceKey = replaceKey
         self.web = web
         self.webUrgency = webUrgency
+        self.maxRate = maxRate
+        self.spreadOver = spreadOver
+        self.localTime = localTime
+        self.respectQuietHours = respectQuietHours
+        self.category = category
     }
 
     /// The push type sent: the one given, else `liveactivity` for a Live Activity payload, else `nil` (the
@@ -138,6 +161,23 @@ public struct PushType: RawRepresentable, Sendable, Hashable, ExpressibleByStrin
     public static let liveActivity = PushType(rawValue: "liveactivity")
     public static let pushToTalk = PushType(rawValue: "pushtotalk")
     public static let widgets = PushType(rawValue: "widgets")
+}
+
+/// `push.enqueue(local_time => …)`: a time of day on a device's own clock.
+public struct LocalTime: Sendable, Hashable, CustomStringConvertible {
+    public var hour: Int
+    public var minute: Int
+
+    /// `hour` 0 to 23, `minute` 0 to 59; anything else is refused by the database (`local_time`).
+    public init(hour: Int, minute: Int = 0) {
+        self.hour = hour
+        self.minute = minute
+    }
+
+    /// `09:00`: the text PostgreSQL reads as a `time`.
+    public var description: String {
+        String(format: "%02d:%02d", hour, minute)
+    }
 }
 
 /// `push.enqueue(web_urgency => …)`: the RFC 8030 `Urgency` of a Web Push message, which lets a device on battery

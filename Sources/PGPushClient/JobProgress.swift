@@ -68,6 +68,24 @@ public struct JobProgress: Sendable, Hashable {
     public var replacedBy: Int64?
     /// The job this one resends the failures of (``PGPushClient/resendFailed(jobID:reasons:on:)``).
     public var resentFrom: Int64?
+    /// Tokens not sent because their person reached the category's frequency cap (``EnqueueRequest/category``):
+    /// outcomes with status 0 and reason `FrequencyCapped`, in neither delivered nor failed.
+    public var capped: Int64
+    /// The rate in effect (notifications per second) of a throttled job once expanded: the lower of its
+    /// ``EnqueueRequest/maxRate`` (or audience over ``EnqueueRequest/spreadOver``) and the app's `rate_limit`.
+    public var throttle: Double?
+    /// When a paced job's last chunk comes due, while it is queued or running.
+    public var estimatedFinishAt: Date?
+    /// Tokens waiting for their zone's moment (``EnqueueRequest/localTime``, quiet hours).
+    public var waitingTokens: Int64
+    /// The zones still to come, soonest first, each with its moment.
+    public var waitingZones: [WaitingZone]
+
+    /// A zone whose devices wait for their moment.
+    public struct WaitingZone: Sendable, Hashable {
+        public var zone: String
+        public var moment: Date
+    }
 
     /// The view's columns, in the order ``init(row:)`` reads them.
     static let columns = """
@@ -75,7 +93,8 @@ public struct JobProgress: Sendable, Hashable {
         started_at, first_sent_at, finished_at, failure_reason, ios_total, ios_delivered, ios_failed, ios_pending, \
         android_total, android_delivered, android_failed, android_pending, web_total, web_delivered, web_failed, \
         web_pending, audience_at, removed_before_send, \
-        added_before_send, cancelled_tokens, channel, labels::text AS labels, replace_key, replaced_by, resent_from
+        added_before_send, cancelled_tokens, channel, labels::text AS labels, replace_key, replaced_by, resent_from, \
+        capped, throttle, estimated_finish_at, waiting_tokens, waiting_zones, waiting_moments
         """
 
     init(row: PostgresRow) throws {
@@ -120,5 +139,11 @@ public struct JobProgress: Sendable, Hashable {
         replaceKey = try cell("replace_key")
         replacedBy = try cell("replaced_by")
         resentFrom = try cell("resent_from")
+        capped = try cell("capped")
+        throttle = try cell("throttle")
+        estimatedFinishAt = try cell("estimated_finish_at")
+        waitingTokens = try cell("waiting_tokens")
+        waitingZones = zip(try cell("waiting_zones", [String]?.self) ?? [], try cell("waiting_moments", [Date]?.self) ?? [])
+            .map { WaitingZone(zone: $0, moment: $1) }
     }
 }

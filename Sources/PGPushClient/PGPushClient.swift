@@ -42,6 +42,7 @@ public struct PGPushClient: Sendable {
         let localized = try Self.json(r.localized, field: "localized")
         let labels = try Self.json(r.labels, field: "labels")
         let web = try Self.json(r.web, field: "web")
+        let spreadOver = r.spreadOver.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
         return try await value(Int64.self, """
             SELECT push.enqueue(
                 app_id => \(r.app)::text,
@@ -65,7 +66,12 @@ public struct PGPushClient: Sendable {
                 labels => \(labels)::jsonb,
                 replace_key => \(r.replaceKey)::text,
                 web => \(web)::jsonb,
-                web_urgency => \(r.webUrgency?.rawValue)::text)
+                web_urgency => \(r.webUrgency?.rawValue)::text,
+                max_rate => \(r.maxRate)::integer,
+                spread_over => make_interval(secs => \(spreadOver)::double precision),
+                local_time => \(r.localTime?.description)::time,
+                respect_quiet_hours => \(r.respectQuietHours)::boolean,
+                category => \(r.category)::text)
             """, on: connection)
     }
 
@@ -104,9 +110,12 @@ public struct PGPushClient: Sendable {
     ///   - tags: replace the device's tags (a re-registration without tags clears them, as in SQL).
     ///   - locale: a BCP 47 tag; `nil` keeps the locale the device has.
     ///   - replaces: the device's previous token, deleted; the new one keeps its place, badge and locale.
+    ///   - timezone: an IANA zone such as `Europe/Paris` (`TimeZone.current.identifier` on the device), which
+    ///     local-time sends and quiet hours go by; `nil` keeps the zone the device has (a device without one
+    ///     follows the app's `default_timezone`). A name PostgreSQL does not know is refused (`timezone`).
     public func registerDevice(
         app: String, token: String, platform: Platform = .ios, userID: String? = nil, tags: [String] = [],
-        locale: String? = nil, replaces: String? = nil, kind: TokenKind = .device,
+        locale: String? = nil, replaces: String? = nil, kind: TokenKind = .device, timezone: String? = nil,
         on connection: PostgresConnection? = nil
     ) async throws {
         _ = try await rows("""
@@ -120,7 +129,8 @@ public struct PGPushClient: Sendable {
                 token_kind => \(kind.tokenKind)::text,
                 activity_id => \(kind.activityID)::text,
                 activity_type => \(kind.activityType)::text,
-                locale => \(locale)::text)
+                locale => \(locale)::text,
+                timezone => \(timezone)::text)
             """, on: connection)
     }
 
@@ -133,9 +143,11 @@ public struct PGPushClient: Sendable {
     ///   - tags: replace the device's tags (a re-registration without tags clears them, as in SQL).
     ///   - locale: a BCP 47 tag; `nil` keeps the locale the device has.
     ///   - replaces: the subscription's previous endpoint (after `pushsubscriptionchange`), deleted.
+    ///   - timezone: the browser's IANA zone (`Intl.DateTimeFormat().resolvedOptions().timeZone`); `nil` keeps
+    ///     the zone the device has.
     public func registerWebPush(
         app: String, subscription: PushSubscription, userID: String? = nil, tags: [String] = [],
-        locale: String? = nil, replaces: String? = nil, on connection: PostgresConnection? = nil
+        locale: String? = nil, replaces: String? = nil, timezone: String? = nil, on connection: PostgresConnection? = nil
     ) async throws {
         let json = try Self.json(subscription, field: "subscription")
         _ = try await rows("""
@@ -147,7 +159,8 @@ public struct PGPushClient: Sendable {
                 replaces => \(replaces)::text,
                 platform => \(Platform.web.rawValue)::text,
                 locale => \(locale)::text,
-                subscription => \(json)::jsonb)
+                subscription => \(json)::jsonb,
+                timezone => \(timezone)::text)
             """, on: connection)
     }
 
