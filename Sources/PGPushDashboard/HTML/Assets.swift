@@ -36,7 +36,7 @@ enum Assets {
         form.action { display: inline-flex; gap: .4em; margin: .3em .5em .3em 0; }
         pre { background: var(--panel); border: 1px solid var(--line); padding: .8em; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
         svg .ios { fill: var(--ios); } svg .android { fill: var(--android); } svg .web { fill: var(--web); } svg .fail { fill: var(--fail); }
-        svg .pending { fill: var(--pending); } svg .line-ios { stroke: var(--ios); fill: none; stroke-width: 2; }
+        svg .pending { fill: var(--pending); } svg .capped { fill: var(--muted); } svg .line-ios { stroke: var(--ios); fill: none; stroke-width: 2; }
         svg .line-android { stroke: var(--android); fill: none; stroke-width: 2; } svg .line-web { stroke: var(--web); fill: none; stroke-width: 2; }
         svg .grid { stroke: var(--line); }
         svg text { fill: var(--muted); font-size: 11px; }

@@ -33,17 +33,17 @@ enum Charts {
     }
 
     /// A job's progress split by platform: delivered and failed of iOS, then of Android, then of the web, then
-    /// what is pending.
+    /// the tokens held back by a frequency cap, then what is pending.
     static func progress(_ job: DashboardJobRow) -> HTML {
         let width = 160.0, height = 12.0
-        let done = job.delivered + job.failed
+        let done = job.delivered + job.failed + job.capped
         let total = max(job.total ?? done, done)
         guard total > 0 else {
             return "<svg class=\"bar\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"no audience counted yet\"><rect class=\"pending\" width=\"\(Int(width))\" height=\"\(Int(height))\"/></svg>"
         }
         let parts: [(String, Int64)] = [
             ("ios", job.iosDelivered), ("fail", job.iosFailed), ("android", job.androidDelivered), ("fail", job.androidFailed),
-            ("web", job.webDelivered), ("fail", job.webFailed),
+            ("web", job.webDelivered), ("fail", job.webFailed), ("capped", job.capped),
         ]
         var x = 0.0
         var rects: [HTML] = ["<rect class=\"pending\" width=\"\(Int(width))\" height=\"\(Int(height))\"/>"]
@@ -54,7 +54,8 @@ enum Charts {
         }
         let label = "iOS \(Format.count(job.iosDelivered)) delivered, \(Format.count(job.iosFailed)) failed; "
             + "Android \(Format.count(job.androidDelivered)) delivered, \(Format.count(job.androidFailed)) failed; "
-            + "Web \(Format.count(job.webDelivered)) delivered, \(Format.count(job.webFailed)) failed; of \(Format.count(total))"
+            + "Web \(Format.count(job.webDelivered)) delivered, \(Format.count(job.webFailed)) failed; "
+            + (job.capped > 0 ? "\(Format.count(job.capped)) capped; " : "") + "of \(Format.count(total))"
         return "<svg class=\"bar\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"\(label)\"><title>\(label)</title>\(rects.joined())</svg>"
     }
 

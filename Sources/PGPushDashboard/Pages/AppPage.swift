@@ -32,6 +32,9 @@ enum AppPage {
             <dt>Environment</dt><dd>\(app.environment)</dd>
             <dt>Authentication</dt><dd>\(auth)\(app.fcmProjectID.map { HTML("; FCM project \($0)") } ?? .empty)</dd>
             <dt>Rate limit</dt><dd>\(app.rateLimit.map { "\(Format.count(Int64($0))) notifications/s" } ?? "unlimited")</dd>
+            <dt>Default time zone</dt><dd id="default-timezone">\(app.defaultTimezone) <span class="note">(of devices registered without one)</span></dd>
+            <dt>Quiet hours</dt><dd id="quiet-hours">\(app.quietHours.map { HTML("\($0) <span class=\"note\">(each device's local time; jobs below priority 10 wait unless enqueued otherwise)</span>") } ?? "none")</dd>
+            <dt>Frequency caps</dt><dd id="frequency-caps">\(frequencyCaps(app.frequencyCaps))</dd>
             <dt>Status</dt><dd>\(pause)</dd>
             <dt>Web Push</dt><dd id="web-push">\(webPush)</dd>
             <dt>Safety valve window</dt><dd>\(valve)</dd>
@@ -64,6 +67,18 @@ enum AppPage {
             \(Layout.table(failures, context, empty: "No failure in the last 24 hours."))
             """
         return Page(title: "App \(app.id)", body: body, tables: [failures])
+    }
+
+    /// `marketing: 3 per 24 hours · digest: 1 per 7 days`, by category; `none` without caps.
+    static func frequencyCaps(_ json: String?) -> HTML {
+        guard let json, let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any], !object.isEmpty
+        else { return "none" }
+        return object.keys.sorted().map { category -> HTML in
+            let cap = object[category] as? [String: Any]
+            let max = cap?["max"].map { "\($0)" } ?? "?"
+            let per = cap?["per"].map { "\($0)" } ?? "?"
+            return "<span class=\"cap\">\(category): \(max) per \(per)</span>"
+        }.joined(separator: " · ")
     }
 
     /// A reason linked to its remediation hint.

@@ -18,6 +18,7 @@ enum JobPage {
             <dt>First send</dt><dd>\(Format.time(d.firstSentAt))\(d.firstSentAt.map { HTML(" <span class=\"note\">(\(Format.duration($0.timeIntervalSince(max(job.createdAt, d.sendAt)))) after enqueue)</span>") } ?? .empty)</dd>
             <dt>Finished</dt><dd>\(Format.time(job.finishedAt))</dd>
             <dt>Expires</dt><dd>\(Format.time(d.expiresAt))</dd>
+            \(pacingFacts(d))
             \(job.idempotencyKey.map { HTML("<dt>Idempotency key</dt><dd>\($0)</dd>") } ?? .empty)
             \(job.labels.isEmpty ? HTML.empty : HTML("<dt>Labels</dt><dd id=\"job-labels\">\(JobsPage.badges(job.labels, context))</dd>"))
             \(d.channel.map { HTML("<dt>Channel</dt><dd>\($0)</dd>") } ?? .empty)
@@ -59,16 +60,19 @@ enum JobPage {
         if context.query["resend"] == "none" {
             actions = actions + "<p id=\"resend-notice\" class=\"note\">Nothing was resent: no failed token of this job qualifies (each was delivered since, pruned, is no longer a device of the app, is already in a resend, or failed for a reason a resend would not fix).</p>"
         }
+        let zones = waitingZones(d)
+        let waiting: HTML = zones.map { HTML("<h2>Zones still to come</h2>\(Layout.table($0, context))") } ?? .empty
         let body: HTML = """
             \(timeline)
             \(actions)
+            \(waiting)
             <h2>By platform</h2>
             \(Layout.table(platforms, context))
             <h2>Outcomes by reason</h2>
             \(Layout.table(reasons, context, empty: "No outcome recorded yet."))
             <details id="payload"><summary>Payload</summary><pre>\(d.payload)</pre>\(d.fcm.map { HTML("<p>FCM message</p><pre>\($0)</pre>") } ?? .empty)\(webMessage(d))</details>
             """
-        return Page(title: "Job \(job.id)", body: body, tables: [platforms, reasons], live: active)
+        return Page(title: "Job \(job.id)", body: body, tables: [platforms, reasons] + (zones.map { [$0] } ?? []), live: active)
     }
 
     /// Whether the page offers "Resend to failed tokens": a finished job (done or failed) with failures, not a

@@ -28,6 +28,11 @@ public struct DashboardAppDetail: Sendable, Codable {
     public var suppressedPruneCandidates: Int64
     public var waitingPruneCandidates: Int64
     public var failures: [DashboardReasonCount]
+    /// Broadcast controls (migration 0028): the zone of devices without one, the quiet hours (`22:00-08:00`,
+    /// local time) and the frequency caps as JSON text.
+    public var defaultTimezone: String = "UTC"
+    public var quietHours: String?
+    public var frequencyCaps: String?
 }
 
 /// A reason's count on one platform (the job and app pages).
@@ -48,12 +53,17 @@ extension DashboardReader {
                         WHEN certificate_path IS NOT NULL THEN 'certificate' ELSE 'none' END,
                    fcm_project_id, rate_limit, paused_reason, paused_at, valve_reset_at,
                    vapid_private_key_path IS NOT NULL, vapid_public_key, vapid_subject,
-                   web_push_paused_reason
+                   web_push_paused_reason, default_timezone, quiet_hours, frequency_caps::text
               FROM push.apps
              WHERE id = \(appID) AND (\(granted)::text[] IS NULL OR id = ANY (\(granted)::text[]))
             """).first else { return nil }
         let (id, topic, environment, auth, fcm, rate, reason, pausedAt, resetAt, webPush, vapidKey, vapidSubject, webPaused) =
             try row.decode((String, String?, String, String, String?, Int32?, String?, Date?, Date?, Bool, String?, String?, String?).self)
+        // Past the first 13 by position: PostgresNIO decodes tuples of at most 15 columns.
+        let cells = PostgresRandomAccessRow(row)
+        let defaultTimezone = try cells[13].decode(String.self, context: .default)
+        let quietHours = try cells[14].decode(String?.self, context: .default)
+        let frequencyCaps = try cells[15].decode(String?.self, context: .default)
 
         var pausedBy: String?
         if let pausedAt {
@@ -95,7 +105,8 @@ extension DashboardReader {
             webPushConfigured: webPush, vapidPublicKey: vapidKey, vapidSubject: vapidSubject, webPushPausedReason: webPaused, rateLimit: rate,
             pausedReason: reason, pausedAt: pausedAt, pausedBy: pausedBy, windowAnswered: window.0,
             windowBadDeviceTokens: window.1, suppressedPruneCandidates: candidates.0,
-            waitingPruneCandidates: candidates.1, failures: failures)
+            waitingPruneCandidates: candidates.1, failures: failures, defaultTimezone: defaultTimezone,
+            quietHours: quietHours, frequencyCaps: frequencyCaps)
     }
 }
 

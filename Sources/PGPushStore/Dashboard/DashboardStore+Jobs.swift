@@ -89,6 +89,9 @@ public struct DashboardJobRow: Sendable, Codable {
     public var idempotencyKey: String?
     /// Its labels, sorted by key.
     public var labels: [DashboardLabel]
+    /// Tokens not sent because their person reached the category's frequency cap (migration 0028): outcomes of
+    /// their own, in neither delivered nor failed.
+    public var capped: Int64 = 0
 
     /// iOS is what is left: total − Android − web.
     public var iosTotal: Int64? { total.map { $0 - (androidTotal ?? 0) - (webTotal ?? 0) } }
@@ -124,9 +127,57 @@ public struct DashboardJobDetail: Sendable, Codable {
     /// The opens its apps reported, per platform (push.job_engagement): a platform with no delivery and no
     /// open has none.
     public var engagement: [String: DashboardJobEngagement]
+    /// Its broadcast controls and where its pacing stands (migration 0028).
+    public var pacing = DashboardJobPacing()
 
     /// Opens recorded for the job on every platform: 0 until an app reports one, and for apps that report none.
     public var opened: Int64 { engagement.values.reduce(0) { $0 + $1.opened } }
+}
+
+/// A job's broadcast controls as enqueued (push.jobs), and, while a paced job runs, what push.job_progress says
+/// of it: the throttle in effect, the estimated finish, the tokens waiting for their zone's moment.
+public struct DashboardJobPacing: Sendable, Codable, Hashable {
+    /// `max_rate` (notifications per second) or `spread_over` (interval text), as given to push.enqueue.
+    public var maxRate: Int32?
+    public var spreadOver: String?
+    /// `local_time` as `HH:MM`.
+    public var localTime: String?
+    /// Whether the app's quiet hours hold the job's devices back (the trigger fills it in: below priority 10).
+    public var respectQuietHours: Bool?
+    public var category: String?
+    /// The rate in effect once expanded: the lower of the job's and the app's.
+    public var throttle: Double?
+    public var estimatedFinishAt: Date?
+    public var waitingTokens: Int64 = 0
+    /// The zones still to come, soonest first, each with its moment.
+    public var waitingZones: [DashboardZoneMoment] = []
+
+    public init(
+        maxRate: Int32? = nil, spreadOver: String? = nil, localTime: String? = nil, respectQuietHours: Bool? = nil,
+        category: String? = nil, throttle: Double? = nil, estimatedFinishAt: Date? = nil, waitingTokens: Int64 = 0,
+        waitingZones: [DashboardZoneMoment] = []
+    ) {
+        self.maxRate = maxRate
+        self.spreadOver = spreadOver
+        self.localTime = localTime
+        self.respectQuietHours = respectQuietHours
+        self.category = category
+        self.throttle = throttle
+        self.estimatedFinishAt = estimatedFinishAt
+        self.waitingTokens = waitingTokens
+        self.waitingZones = waitingZones
+    }
+}
+
+/// A zone a job's devices wait in, and the moment they receive it.
+public struct DashboardZoneMoment: Sendable, Codable, Hashable {
+    public var zone: String
+    public var moment: Date
+
+    public init(zone: String, moment: Date) {
+        self.zone = zone
+        self.moment = moment
+    }
 }
 
 /// A job's opens on one platform, as push.job_engagement counts them.
@@ -235,7 +286,32 @@ extension DashboardReader {
             pushType: pushType, failureReason: failure, payload: payload, fcm: fcm, web: web, webUrgency: webUrgency,
             channel: channel,
             replacedBy: replacedBy, resentFrom: resentFrom, resends: resends, reasons: reasons,
-            prunedByPlatform: pruned, engagement: try await engagement(jobID))
+            prunedByPlatform: pruned, engagement: try await engagement(jobID), pacing: try await pacing(jobID))
+    }
+
+    /// The job's broadcast controls; for a paced job still queued or running, push.job_progress's throttle,
+    /// estimated finish and waiting zones too (the view reads its chunks). The job row is the caller's, already
+    /// filtered by the granted apps.
+    public func pacing(_ jobID: Int64) async throws -> DashboardJobPacing {
+        guard let row = try await run("""
+            SELECT max_rate, spread_over::text, to_char(local_time, 'HH24:MI'), respect_quiet_hours, category, throttle,
+                   paced AND state IN ('queued', 'running')
+              FROM push.jobs WHERE id = \(jobID)
+            """).first else { return DashboardJobPacing() }
+        let (maxRate, spreadOver, localTime, quiet, category, throttle, active) =
+            try row.decode((Int32?, String?, String?, Bool?, String?, Double?, Bool).self)
+        var pacing = DashboardJobPacing(
+            maxRate: maxRate, spreadOver: spreadOver, localTime: localTime, respectQuietHours: quiet, category: category,
+            throttle: throttle)
+        guard active, let progress = try await run("""
+            SELECT estimated_finish_at, waiting_tokens, waiting_zones, waiting_moments
+              FROM push.job_progress WHERE job_id = \(jobID)
+            """).first else { return pacing }
+        let (finish, waiting, zones, moments) = try progress.decode((Date?, Int64, [String]?, [Date]?).self)
+        pacing.estimatedFinishAt = finish
+        pacing.waitingTokens = waiting
+        pacing.waitingZones = zip(zones ?? [], moments ?? []).map { DashboardZoneMoment(zone: $0, moment: $1) }
+        return pacing
     }
 
     /// A job's opens per platform, keyed by platform, as push.job_engagement counts them (the view filters by
@@ -256,9 +332,10 @@ extension DashboardJobRow {
     /// The columns ``init(row:)`` decodes, in its order (``columnCount`` of them).
     static let columns = """
         id, app_id, state, priority, total, delivered, failed + expired, pruned, android_total, android_delivered,
-        android_failed, created_at, finished_at, idempotency_key, labels::text, web_total, web_delivered, web_failed
+        android_failed, created_at, finished_at, idempotency_key, labels::text, web_total, web_delivered, web_failed,
+        capped
         """
-    static let columnCount = 18
+    static let columnCount = 19
 
     init(row: PostgresRow) throws {
         // By position: PostgresNIO decodes tuples of at most 15 columns.
@@ -271,6 +348,6 @@ extension DashboardJobRow {
             androidDelivered: try cell(9, Int64.self), androidFailed: try cell(10, Int64.self),
             webTotal: try cell(15, Int64?.self), webDelivered: try cell(16, Int64.self), webFailed: try cell(17, Int64.self),
             createdAt: try cell(11, Date.self), finishedAt: try cell(12, Date?.self), idempotencyKey: try cell(13, String?.self),
-            labels: DashboardLabel.parse(try cell(14, String?.self)))
+            labels: DashboardLabel.parse(try cell(14, String?.self)), capped: try cell(18, Int64.self))
     }
 }
