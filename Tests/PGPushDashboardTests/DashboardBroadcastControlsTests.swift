@@ -44,6 +44,12 @@ struct DashboardBroadcastControlsTests {
             UPDATE push.jobs SET state = 'done', started_at = now(), total = 4, delivered = 4, throttle = 500, finished_at = now()
              WHERE id = \(throttled)
             """)
+        // The local job's outcomes so far: one token held back by the cap, one that failed.
+        try await db.execute("""
+            INSERT INTO push.deliveries (job_id, app_id, token, status, reason, attempt, sent_at, platform)
+            VALUES (\(local), 'paced', \(TestTokens.token(1)), 0, 'FrequencyCapped', 1, now(), 'ios'),
+                   (\(local), 'paced', \(TestTokens.token(2)), 410, 'Unregistered', 1, now(), 'ios')
+            """)
         return Seeded(local: local, throttled: throttled)
     }
 
@@ -77,6 +83,7 @@ struct DashboardBroadcastControlsTests {
                 let app = try #require(try await store.read { try await $0.app("paced") })
                 #expect(app.defaultTimezone == "Europe/Paris" && app.quietHours == "22:00-08:00")
                 #expect(app.frequencyCaps?.contains("marketing") == true)
+                #expect(app.failures.map(\.reason) == ["Unregistered"], "a capped token is not a failure")
             }
         }
     }

@@ -93,10 +93,12 @@ extension DashboardReader {
             """).decode((Int64, Int64).self)
 
         let since = now.addingTimeInterval(-86_400)
-        // Not delivered: APNs and FCM answer 200, a push service 201 (any 2xx).
+        // Not delivered: APNs and FCM answer 200, a push service 201 (any 2xx). A token a frequency cap held back
+        // is an outcome of its own, not a failure.
         let failures = try await run("""
             SELECT platform, status, reason, count(*) FROM push.deliveries
              WHERE app_id = \(id) AND sent_at >= \(since)::timestamptz AND status NOT BETWEEN 200 AND 299
+               AND NOT (status = 0 AND reason IS NOT DISTINCT FROM 'FrequencyCapped')
              GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3 LIMIT 20
             """).map(DashboardReasonCount.init(row:))
 
