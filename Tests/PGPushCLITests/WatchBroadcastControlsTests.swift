@@ -63,7 +63,7 @@ struct WatchBroadcastControlsTests {
         }
     }
 
-    @Test("pgpush jobs counts capped apart from failed, in its table and its JSON")
+    @Test("pgpush jobs and stats count capped apart from failed, in their tables and their JSON")
     func jobsListsCapped() async throws {
         try await TestDatabase.with { db in
             let jobID = try await Self.pacedJob(db)
@@ -75,6 +75,9 @@ struct WatchBroadcastControlsTests {
             let table = try await CLIProcess.run(["jobs", "--database-url", db.urlString])
             let lines = table.stdout.split(separator: "\n").map(String.init)
             #expect(lines.first?.contains("CAPPED") == true, "\(table)")
+            let stats = try await CLIProcess.run(["stats", "--database-url", db.urlString, "--json"])
+            let recent = try #require((try stats.json() as? [String: Any])?["jobs"] as? [[String: Any]], "\(stats)")
+            #expect(recent.first { ($0["job_id"] as? NSNumber)?.int64Value == jobID }?["capped"] as? NSNumber == 3, "\(stats)")
         }
     }
 }

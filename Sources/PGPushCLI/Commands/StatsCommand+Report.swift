@@ -34,7 +34,8 @@ struct StatsReport: Sendable {
             "jobs": jobs.map { job in
                 ([
                     "job_id": job.jobID, "app_id": job.appID, "state": job.state, "total": jsonValue(job.total),
-                    "delivered": job.delivered, "failed": job.failed, "pruned": job.pruned, "pending": job.pending,
+                    "delivered": job.delivered, "failed": job.failed, "capped": job.capped, "pruned": job.pruned,
+                    "pending": job.pending,
                     "created_at": jsonValue(Timestamp.string(job.createdAt)),
                     "finished_at": jsonValue(Timestamp.string(job.finishedAt)),
                 ] as [String: Any]).merging(PlatformSplit(job).json) { first, _ in first }
@@ -55,13 +56,14 @@ struct StatsReport: Sendable {
             ])
         }
         var recent = Table([
-            "JOB", "APP", "STATE", "TOTAL", "DELIVERED", "BY PLATFORM", "FAILED", "PRUNED", "PENDING", "CREATED", "FINISHED",
+            "JOB", "APP", "STATE", "TOTAL", "DELIVERED", "BY PLATFORM", "FAILED", "CAPPED", "PRUNED", "PENDING", "CREATED",
+            "FINISHED",
         ])
         for job in jobs {
             let split = PlatformSplit(job)
             recent.append([
                 String(job.jobID), job.appID, job.state, job.total.map { String($0) }, String(job.delivered),
-                split.isMixed ? split.text : nil, String(job.failed), String(job.pruned), String(job.pending),
+                split.isMixed ? split.text : nil, String(job.failed), String(job.capped), String(job.pruned), String(job.pending),
                 Timestamp.string(job.createdAt), Timestamp.string(job.finishedAt),
             ])
         }

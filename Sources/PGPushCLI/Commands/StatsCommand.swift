@@ -12,7 +12,7 @@ struct StatsCommand: AsyncParsableCommand {
             Three tables: outcomes per day, app, platform (ios, android or web), HTTP status and reason \
             (push.delivery_stats; days are UTC), \
             the backlog of due work per app (push.queue_backlog) and the 20 most recent jobs \
-            (push.job_progress). --json prints one object {"deliveries":[…],"backlog":[…],"jobs":[…]}.
+            (push.job_progress; CAPPED counts the tokens a frequency cap held back, not failures). --json prints one object {"deliveries":[…],"backlog":[…],"jobs":[…]}.
 
             --since takes a duration back from now (30m, 24h, 7d, 2w) or an ISO 8601 date or time; outcomes \
             are counted per day, so the day it falls on is included whole.
