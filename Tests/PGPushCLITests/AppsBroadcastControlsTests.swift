@@ -128,4 +128,30 @@ struct AppsBroadcastControlsTests {
             #expect(try await db.scalar("SELECT count(*) FROM push.devices WHERE token IN (\(TestTokens.token(4)), \(TestTokens.token(5)))") == 0)
         }
     }
+
+    @Test("devices import of Web Push subscriptions (jsonl) takes a timezone key; a non-string one names its line")
+    func devicesImportJSONLTimezone() async throws {
+        try await TestDatabase.with { db in
+            let key = try await WebPushFixtures.addWebApp(db)
+            defer { try? FileManager.default.removeItem(at: key) }
+            let lines = [
+                #"{"subscription": \#(WebPushFixtures.subscription(1)), "timezone": "Australia/Sydney"}"#,
+                #"{"subscription": \#(WebPushFixtures.subscription(2)), "user_id": "42"}"#,
+            ].joined(separator: "\n")
+            let file = try temporaryFile(lines, suffix: ".jsonl")
+            defer { try? FileManager.default.removeItem(at: file) }
+            let run = try await CLIProcess.run(["devices", "import", file.path, "--app", "news", "--database-url", db.urlString])
+            #expect(run.status == 0, "\(run)")
+            #expect(try await db.scalar("""
+                SELECT count(*) FROM push.devices WHERE token = \(WebPushFixtures.endpoint(1)) AND timezone = 'Australia/Sydney'
+                """) == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.devices WHERE token = \(WebPushFixtures.endpoint(2)) AND timezone IS NULL") == 1)
+
+            let bad = try temporaryFile(#"{"subscription": \#(WebPushFixtures.subscription(3)), "timezone": 2}"#, suffix: ".jsonl")
+            defer { try? FileManager.default.removeItem(at: bad) }
+            let refused = try await CLIProcess.run(["devices", "import", bad.path, "--app", "news", "--database-url", db.urlString])
+            #expect(refused.status == 1, "\(refused)")
+            #expect(refused.stderr.contains("line 1: timezone must be a string"), "\(refused)")
+        }
+    }
 }
