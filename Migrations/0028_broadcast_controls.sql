@@ -238,6 +238,9 @@ CREATE INDEX jobs_due_beyond_one ON push.jobs USING btree (priority DESC, send_a
     WHERE state = 'queued' AND channel_id IS NULL
       AND (paced OR NOT COALESCE(cardinality(tokens) = 1 OR cardinality(user_ids) = 1 OR cardinality(activity_ids) = 1, false));
 
+-- The running paced jobs, whose chunks come due with no NOTIFY: each worker looks for the next ones every poll.
+CREATE INDEX jobs_paced_running ON push.jobs USING btree (id) WHERE paced AND state = 'running';
+
 -- ==== chunks ======================================================================================
 
 -- A zone's part of a key range (local time, quiet hours): only devices of that zone are read from it.

@@ -288,8 +288,8 @@ BEGIN
 END;
 $_$;
 
--- FUNCTION enqueue(text, jsonb, text, integer, text[], text[], text[], timestamp with time zone, timestamp with time zone, text, text, integer, jsonb, text[], text, text, jsonb, text, jsonb, text, jsonb, text)
-CREATE FUNCTION push.enqueue(app_id text, payload jsonb DEFAULT NULL::jsonb, push_type text DEFAULT NULL::text, apns_priority integer DEFAULT NULL::integer, tokens text[] DEFAULT NULL::text[], user_ids text[] DEFAULT NULL::text[], tags text[] DEFAULT NULL::text[], send_at timestamp with time zone DEFAULT now(), expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_id text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority integer DEFAULT 0, fcm jsonb DEFAULT NULL::jsonb, activity_ids text[] DEFAULT NULL::text[], activity_type text DEFAULT NULL::text, channel text DEFAULT NULL::text, localized jsonb DEFAULT NULL::jsonb, badge text DEFAULT NULL::text, labels jsonb DEFAULT NULL::jsonb, replace_key text DEFAULT NULL::text, web jsonb DEFAULT NULL::jsonb, web_urgency text DEFAULT NULL::text) RETURNS bigint
+-- FUNCTION enqueue(text, jsonb, text, integer, text[], text[], text[], timestamp with time zone, timestamp with time zone, text, text, integer, jsonb, text[], text, text, jsonb, text, jsonb, text, jsonb, text, integer, interval, time without time zone, boolean, text)
+CREATE FUNCTION push.enqueue(app_id text, payload jsonb DEFAULT NULL::jsonb, push_type text DEFAULT NULL::text, apns_priority integer DEFAULT NULL::integer, tokens text[] DEFAULT NULL::text[], user_ids text[] DEFAULT NULL::text[], tags text[] DEFAULT NULL::text[], send_at timestamp with time zone DEFAULT now(), expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, collapse_id text DEFAULT NULL::text, idempotency_key text DEFAULT NULL::text, priority integer DEFAULT 0, fcm jsonb DEFAULT NULL::jsonb, activity_ids text[] DEFAULT NULL::text[], activity_type text DEFAULT NULL::text, channel text DEFAULT NULL::text, localized jsonb DEFAULT NULL::jsonb, badge text DEFAULT NULL::text, labels jsonb DEFAULT NULL::jsonb, replace_key text DEFAULT NULL::text, web jsonb DEFAULT NULL::jsonb, web_urgency text DEFAULT NULL::text, max_rate integer DEFAULT NULL::integer, spread_over interval DEFAULT NULL::interval, local_time time without time zone DEFAULT NULL::time without time zone, respect_quiet_hours boolean DEFAULT NULL::boolean, category text DEFAULT NULL::text) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'push'
     AS $$
@@ -304,12 +304,14 @@ BEGIN
     IF enqueue.idempotency_key IS NULL THEN
         INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
                                     expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
-                                    channel, localized, badge, labels, replace_key, web, web_urgency)
+                                    channel, localized, badge, labels, replace_key, web, web_urgency, max_rate,
+                                    spread_over, local_time, respect_quiet_hours, category)
         VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
                 enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
                 enqueue.idempotency_key, enqueue.priority, enqueue.fcm, enqueue.activity_ids, enqueue.activity_type,
                 enqueue.channel, enqueue.localized, enqueue.badge, enqueue.labels, enqueue.replace_key, enqueue.web,
-                enqueue.web_urgency)
+                enqueue.web_urgency, enqueue.max_rate, enqueue.spread_over, enqueue.local_time,
+                enqueue.respect_quiet_hours, enqueue.category)
         RETURNING j.id INTO job_id;
         RETURN job_id;
     END IF;
@@ -317,12 +319,14 @@ BEGIN
     -- An idempotent retry inserts nothing, so it replaces nothing (jobs_replace_pending fires on an insert).
     INSERT INTO push.jobs AS j (app_id, payload, push_type, apns_priority, tokens, user_ids, tags, send_at,
                                 expires_at, collapse_id, idempotency_key, priority, fcm, activity_ids, activity_type,
-                                channel, localized, badge, labels, replace_key, web, web_urgency)
+                                channel, localized, badge, labels, replace_key, web, web_urgency, max_rate,
+                                    spread_over, local_time, respect_quiet_hours, category)
     VALUES (enqueue.app_id, enqueue.payload, enqueue.push_type, enqueue.apns_priority, enqueue.tokens,
             enqueue.user_ids, enqueue.tags, enqueue.send_at, enqueue.expires_at, enqueue.collapse_id,
             enqueue.idempotency_key, enqueue.priority, enqueue.fcm, enqueue.activity_ids, enqueue.activity_type,
             enqueue.channel, enqueue.localized, enqueue.badge, enqueue.labels, enqueue.replace_key, enqueue.web,
-                enqueue.web_urgency)
+                enqueue.web_urgency, enqueue.max_rate, enqueue.spread_over, enqueue.local_time,
+            enqueue.respect_quiet_hours, enqueue.category)
     ON CONFLICT (app_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING j.id INTO job_id;
 
@@ -501,6 +505,47 @@ BEGIN
 END;
 $$;
 
+-- FUNCTION frequency_caps_problem(jsonb)
+CREATE FUNCTION push.frequency_caps_problem(caps jsonb) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'push'
+    AS $_$
+DECLARE
+    category text;
+    cap jsonb;
+    per interval;
+BEGIN
+    IF jsonb_typeof(caps) <> 'object' THEN
+        RETURN 'must be an object of categories, for example {"marketing": {"max": 3, "per": "24 hours"}}';
+    END IF;
+    FOR category, cap IN SELECT key, value FROM jsonb_each(caps) LOOP
+        IF category !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$' THEN
+            RETURN format('category %s must be 1 to 64 letters, digits, ''_'', ''.'', '':'' or ''-''', left(category, 70));
+        END IF;
+        IF jsonb_typeof(cap) <> 'object' OR NOT (cap ? 'max' AND cap ? 'per')
+           OR (SELECT count(*) FROM jsonb_object_keys(cap)) <> 2 THEN
+            RETURN format('%s must be {"max": <jobs>, "per": "<interval>"}', category);
+        END IF;
+        IF jsonb_typeof(cap -> 'max') <> 'number' OR (cap ->> 'max')::numeric <> trunc((cap ->> 'max')::numeric)
+           OR (cap ->> 'max')::numeric < 1 OR (cap ->> 'max')::numeric > 10000 THEN
+            RETURN format('%s.max must be a whole number of jobs from 1 to 10000', category);
+        END IF;
+        IF jsonb_typeof(cap -> 'per') <> 'string' THEN
+            RETURN format('%s.per must be an interval such as "24 hours"', category);
+        END IF;
+        BEGIN
+            per := (cap ->> 'per')::interval;
+        EXCEPTION WHEN others THEN
+            RETURN format('%s.per %s is not an interval: write it as "24 hours" or "7 days"', category, left(cap ->> 'per', 40));
+        END;
+        IF per <= interval '0' OR per > interval '366 days' THEN
+            RETURN format('%s.per must be longer than zero and at most 366 days', category);
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END;
+$_$;
+
 -- FUNCTION grant_app(text, text)
 CREATE FUNCTION push.grant_app(role_name text, app_id text) RETURNS boolean
     LANGUAGE plpgsql
@@ -578,6 +623,20 @@ BEGIN
 END;
 $$;
 
+-- FUNCTION is_time_zone(text)
+CREATE FUNCTION push.is_time_zone(name text) RETURNS boolean
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'push'
+    AS $$
+BEGIN
+    IF is_time_zone.name IS NULL OR length(is_time_zone.name) > 64 THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM push.time_zones z WHERE z.name = is_time_zone.name)
+        OR EXISTS (SELECT 1 FROM pg_timezone_names z WHERE z.name = is_time_zone.name);
+END;
+$$;
+
 -- FUNCTION job_events_first()
 CREATE FUNCTION push.job_events_first() RETURNS boolean
     LANGUAGE plpgsql
@@ -630,6 +689,51 @@ BEGIN
         INSERT INTO push.job_events_pending (app_id, job_id, event, flush) VALUES (NEW.app_id, NEW.id, 'job_' || NEW.state, flushes);
     END IF;
     RETURN NULL;
+END;
+$$;
+
+-- FUNCTION local_moment(timestamp with time zone, text, time without time zone, text)
+CREATE FUNCTION push.local_moment(due timestamp with time zone, zone text, local_time time without time zone, quiet_hours text) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'push'
+    AS $$
+DECLARE
+    moment timestamptz := due;
+    wall timestamp;
+    quiet_start time;
+    quiet_end time;
+    inside boolean;
+BEGIN
+    IF local_time IS NOT NULL THEN
+        wall := due AT TIME ZONE zone;
+        IF wall::time <= local_time THEN
+            moment := (wall::date + local_time) AT TIME ZONE zone;
+        ELSE
+            moment := ((wall::date + 1) + local_time) AT TIME ZONE zone;
+        END IF;
+        -- A wall-clock time repeated by a change back comes out once, the first time; a skipped one lands after it.
+        IF moment < due THEN
+            moment := (((due AT TIME ZONE zone)::date + 1) + local_time) AT TIME ZONE zone;
+        END IF;
+    END IF;
+    IF quiet_hours IS NOT NULL THEN
+        quiet_start := split_part(quiet_hours, '-', 1)::time;
+        quiet_end := split_part(quiet_hours, '-', 2)::time;
+        wall := moment AT TIME ZONE zone;
+        IF quiet_start < quiet_end THEN
+            inside := wall::time >= quiet_start AND wall::time < quiet_end;
+        ELSE
+            inside := wall::time >= quiet_start OR wall::time < quiet_end;
+        END IF;
+        IF inside THEN
+            IF wall::time < quiet_end THEN
+                moment := (wall::date + quiet_end) AT TIME ZONE zone;
+            ELSE
+                moment := ((wall::date + 1) + quiet_end) AT TIME ZONE zone;
+            END IF;
+        END IF;
+    END IF;
+    RETURN moment;
 END;
 $$;
 
@@ -721,6 +825,18 @@ CREATE FUNCTION push.personal_bodies(payload jsonb, fcm jsonb, variants jsonb, b
      WHERE (platform = 'android' AND m.android IS NOT NULL) OR (platform <> 'android' AND m.apns IS NOT NULL)
 $$;
 
+-- FUNCTION quiet_hours_problem(text)
+CREATE FUNCTION push.quiet_hours_problem(quiet_hours text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+    SELECT CASE
+        WHEN quiet_hours !~ '^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$'
+            THEN 'must be a daily window ''HH:MM-HH:MM'' in 24-hour local time, for example ''22:00-08:00'''
+        WHEN split_part(quiet_hours, '-', 1) = split_part(quiet_hours, '-', 2)
+            THEN 'starts and ends at the same minute'
+    END
+$_$;
+
 -- FUNCTION record_open(text, text, bigint, uuid, timestamp with time zone)
 CREATE FUNCTION push.record_open(app_id text, token text, job_id bigint DEFAULT NULL::bigint, apns_id uuid DEFAULT NULL::uuid, opened_at timestamp with time zone DEFAULT now()) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -777,8 +893,8 @@ BEGIN
 END;
 $_$;
 
--- FUNCTION register_device(text, text, text, text[], text, text, text, text, text, text, jsonb)
-CREATE FUNCTION push.register_device(app_id text, token text DEFAULT NULL::text, user_id text DEFAULT NULL::text, tags text[] DEFAULT '{}'::text[], replaces text DEFAULT NULL::text, platform text DEFAULT 'ios'::text, token_kind text DEFAULT 'device'::text, activity_id text DEFAULT NULL::text, activity_type text DEFAULT NULL::text, locale text DEFAULT NULL::text, subscription jsonb DEFAULT NULL::jsonb) RETURNS void
+-- FUNCTION register_device(text, text, text, text[], text, text, text, text, text, text, jsonb, text)
+CREATE FUNCTION push.register_device(app_id text, token text DEFAULT NULL::text, user_id text DEFAULT NULL::text, tags text[] DEFAULT '{}'::text[], replaces text DEFAULT NULL::text, platform text DEFAULT 'ios'::text, token_kind text DEFAULT 'device'::text, activity_id text DEFAULT NULL::text, activity_type text DEFAULT NULL::text, locale text DEFAULT NULL::text, subscription jsonb DEFAULT NULL::jsonb, timezone text DEFAULT NULL::text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'push'
     AS $_$
@@ -931,6 +1047,11 @@ BEGIN
             USING ERRCODE = 'check_violation', COLUMN = 'tags';
     END IF;
 
+    IF register_device.timezone IS NOT NULL AND NOT push.is_time_zone(register_device.timezone) THEN
+        RAISE EXCEPTION 'timezone % is not a time zone PostgreSQL knows: give an IANA name such as ''Europe/Paris''',
+            quote_literal(left(register_device.timezone, 64))
+            USING ERRCODE = 'invalid_parameter_value', COLUMN = 'timezone';
+    END IF;
     IF register_device.locale IS NOT NULL THEN
         language := push.normalize_locale(register_device.locale);
         IF language IS NULL THEN
@@ -950,15 +1071,18 @@ BEGIN
     END IF;
 
     INSERT INTO push.devices AS d (app_id, token, user_id, tags, registered_at, platform, token_kind, activity_id, activity_type,
-                                   locale, web_p256dh, web_auth)
+                                   locale, web_p256dh, web_auth, timezone)
     VALUES (register_device.app_id, normalized, register_device.user_id, register_device.tags, clock_timestamp(),
             register_device.platform, register_device.token_kind, register_device.activity_id, register_device.activity_type,
             -- A rotated activity token is the same activity: it keeps its locale unless one is given.
-            coalesce(language, rotated_locale), push.base64url_encode(p256dh), push.base64url_encode(auth))
+            coalesce(language, rotated_locale), push.base64url_encode(p256dh), push.base64url_encode(auth),
+            register_device.timezone)
     ON CONFLICT ON CONSTRAINT devices_pkey DO UPDATE
        SET user_id = EXCLUDED.user_id, tags = EXCLUDED.tags, registered_at = EXCLUDED.registered_at,
            -- A registration without a locale keeps the one the device has; the badge counter is always kept.
            locale = coalesce(EXCLUDED.locale, d.locale),
+           -- Likewise its time zone: an app that registers on every launch need not send it each time.
+           timezone = coalesce(EXCLUDED.timezone, d.timezone),
            platform = EXCLUDED.platform, token_kind = EXCLUDED.token_kind, activity_id = EXCLUDED.activity_id,
            activity_type = EXCLUDED.activity_type, web_p256dh = EXCLUDED.web_p256dh, web_auth = EXCLUDED.web_auth,
            -- A token moved to the other platform or kind is a new device there: a running broadcast that
@@ -981,7 +1105,7 @@ BEGIN
                AND d.token = CASE WHEN register_device.platform = 'ios' THEN lower(register_device.replaces)
                                   ELSE register_device.replaces END
                AND d.token <> normalized
-            RETURNING d.created_at, d.platform, d.badge, d.locale
+            RETURNING d.created_at, d.platform, d.badge, d.locale, d.timezone
         )
         UPDATE push.devices n
            SET created_at = CASE WHEN n.created_at IS NOT NULL
@@ -989,7 +1113,8 @@ BEGIN
                                  THEN replaced.created_at ELSE n.created_at END,
                -- The same device under a new name keeps its badge counter, and its locale unless one was given.
                badge = greatest(n.badge, replaced.badge),
-               locale = coalesce(n.locale, replaced.locale)
+               locale = coalesce(n.locale, replaced.locale),
+               timezone = coalesce(n.timezone, replaced.timezone)
           FROM replaced
          WHERE n.app_id = register_device.app_id AND n.token = normalized AND n.platform = replaced.platform;
     END IF;
@@ -1208,6 +1333,32 @@ CREATE FUNCTION push.token_platform(token text, has_apns boolean, has_fcm boolea
                 WHEN has_web AND pg_catalog.length(token) OPERATOR(pg_catalog.<=) 2048
                      AND push.is_https_url(token) THEN 'web' END
 $_$;
+
+-- FUNCTION validate_app_broadcast_controls()
+CREATE FUNCTION push.validate_app_broadcast_controls() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'push'
+    AS $$
+DECLARE
+    problem text;
+BEGIN
+    IF NOT push.is_time_zone(NEW.default_timezone) THEN
+        RAISE EXCEPTION 'default_timezone % is not a time zone PostgreSQL knows: give an IANA name such as ''Europe/Paris''',
+            quote_literal(left(NEW.default_timezone, 64))
+            USING ERRCODE = 'check_violation', COLUMN = 'default_timezone';
+    END IF;
+    problem := push.quiet_hours_problem(NEW.quiet_hours);
+    IF problem IS NOT NULL THEN
+        RAISE EXCEPTION 'quiet_hours % %', quote_literal(left(NEW.quiet_hours, 40)), problem
+            USING ERRCODE = 'check_violation', COLUMN = 'quiet_hours';
+    END IF;
+    problem := push.frequency_caps_problem(NEW.frequency_caps);
+    IF problem IS NOT NULL THEN
+        RAISE EXCEPTION 'frequency_caps: %', problem USING ERRCODE = 'check_violation', COLUMN = 'frequency_caps';
+    END IF;
+    RETURN NEW;
+END;
+$$;
 
 -- FUNCTION validate_app_web_push()
 CREATE FUNCTION push.validate_app_web_push() RETURNS trigger
@@ -1903,6 +2054,41 @@ BEGIN
     RETURN NEW;
 END;
 $$;
+
+-- FUNCTION validate_job_controls()
+CREATE FUNCTION push.validate_job_controls() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'push'
+    AS $_$
+BEGIN
+    IF NEW.max_rate IS NOT NULL AND NEW.spread_over IS NOT NULL THEN
+        RAISE EXCEPTION 'give max_rate or spread_over, not both: spread_over sets the rate to the audience over the interval'
+            USING ERRCODE = 'check_violation', COLUMN = 'spread_over';
+    END IF;
+    IF NEW.max_rate IS NOT NULL AND NEW.max_rate <= 0 THEN
+        RAISE EXCEPTION 'max_rate % must be a positive number of notifications per second', NEW.max_rate
+            USING ERRCODE = 'check_violation', COLUMN = 'max_rate';
+    END IF;
+    IF NEW.spread_over IS NOT NULL AND (NEW.spread_over <= interval '0' OR NEW.spread_over > interval '31 days') THEN
+        RAISE EXCEPTION 'spread_over % must be longer than zero and at most 31 days', NEW.spread_over
+            USING ERRCODE = 'check_violation', COLUMN = 'spread_over';
+    END IF;
+    IF NEW.category IS NOT NULL AND NEW.category !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$' THEN
+        RAISE EXCEPTION 'category % must be 1 to 64 letters, digits, ''_'', ''.'', '':'' or ''-''', quote_literal(left(NEW.category, 70))
+            USING ERRCODE = 'check_violation', COLUMN = 'category';
+    END IF;
+    IF NEW.channel_id IS NOT NULL AND (NEW.local_time IS NOT NULL OR NEW.category IS NOT NULL) THEN
+        RAISE EXCEPTION 'a channel broadcast is one request to APNs, with no devices: local_time and category do not apply'
+            USING ERRCODE = 'check_violation', COLUMN = CASE WHEN NEW.local_time IS NOT NULL THEN 'local_time' ELSE 'category' END;
+    END IF;
+    -- The urgent, transactional lane (priority 10 and up) goes through quiet hours unless told otherwise.
+    NEW.respect_quiet_hours := coalesce(NEW.respect_quiet_hours, NEW.priority < 10);
+    NEW.paced := NEW.max_rate IS NOT NULL OR NEW.spread_over IS NOT NULL OR NEW.local_time IS NOT NULL
+        OR (NEW.respect_quiet_hours AND NEW.channel_id IS NULL
+            AND EXISTS (SELECT 1 FROM push.apps a WHERE a.id = NEW.app_id AND a.quiet_hours IS NOT NULL));
+    RETURN NEW;
+END;
+$_$;
 
 -- FUNCTION validate_job_labels()
 CREATE FUNCTION push.validate_job_labels() RETURNS trigger

@@ -60,6 +60,12 @@ GRANT INSERT(badge) ON TABLE push.jobs TO pgpush_producer;
 -- ACL COLUMN jobs.cancelled_tokens
 GRANT UPDATE(cancelled_tokens) ON TABLE push.jobs TO pgpush_worker;
 
+-- ACL COLUMN jobs.capped
+GRANT UPDATE(capped) ON TABLE push.jobs TO pgpush_worker;
+
+-- ACL COLUMN jobs.category
+GRANT INSERT(category) ON TABLE push.jobs TO pgpush_producer;
+
 -- ACL COLUMN jobs.channel
 GRANT INSERT(channel) ON TABLE push.jobs TO pgpush_producer;
 
@@ -99,8 +105,14 @@ GRANT INSERT(idempotency_key) ON TABLE push.jobs TO pgpush_producer;
 -- ACL COLUMN jobs.labels
 GRANT INSERT(labels) ON TABLE push.jobs TO pgpush_producer;
 
+-- ACL COLUMN jobs.local_time
+GRANT INSERT(local_time) ON TABLE push.jobs TO pgpush_producer;
+
 -- ACL COLUMN jobs.localized
 GRANT INSERT(localized) ON TABLE push.jobs TO pgpush_producer;
+
+-- ACL COLUMN jobs.max_rate
+GRANT INSERT(max_rate) ON TABLE push.jobs TO pgpush_producer;
 
 -- ACL COLUMN jobs.payload
 GRANT INSERT(payload) ON TABLE push.jobs TO pgpush_producer;
@@ -120,8 +132,14 @@ GRANT UPDATE(removed_before_send) ON TABLE push.jobs TO pgpush_worker;
 -- ACL COLUMN jobs.replace_key
 GRANT INSERT(replace_key) ON TABLE push.jobs TO pgpush_producer;
 
+-- ACL COLUMN jobs.respect_quiet_hours
+GRANT INSERT(respect_quiet_hours) ON TABLE push.jobs TO pgpush_producer;
+
 -- ACL COLUMN jobs.send_at
 GRANT INSERT(send_at) ON TABLE push.jobs TO pgpush_producer;
+
+-- ACL COLUMN jobs.spread_over
+GRANT INSERT(spread_over) ON TABLE push.jobs TO pgpush_producer;
 
 -- ACL COLUMN jobs.started_at
 GRANT UPDATE(started_at) ON TABLE push.jobs TO pgpush_worker;
@@ -131,6 +149,9 @@ GRANT UPDATE(state) ON TABLE push.jobs TO pgpush_worker;
 
 -- ACL COLUMN jobs.tags
 GRANT INSERT(tags) ON TABLE push.jobs TO pgpush_producer;
+
+-- ACL COLUMN jobs.throttle
+GRANT UPDATE(throttle) ON TABLE push.jobs TO pgpush_worker;
 
 -- ACL COLUMN jobs.tokens
 GRANT INSERT(tokens) ON TABLE push.jobs TO pgpush_producer;
@@ -192,9 +213,9 @@ REVOKE ALL ON FUNCTION push.devices_pruned_events() FROM PUBLIC;
 REVOKE ALL ON FUNCTION push.drop_delivery_partitions(keep interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION push.drop_delivery_partitions(keep interval) TO pgpush_worker;
 
--- ACL FUNCTION enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text, web jsonb, web_urgency text)
-REVOKE ALL ON FUNCTION push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text, web jsonb, web_urgency text) FROM PUBLIC;
-GRANT ALL ON FUNCTION push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text, web jsonb, web_urgency text) TO pgpush_producer;
+-- ACL FUNCTION enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text, web jsonb, web_urgency text, max_rate integer, spread_over interval, local_time time without time zone, respect_quiet_hours boolean, category text)
+REVOKE ALL ON FUNCTION push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text, web jsonb, web_urgency text, max_rate integer, spread_over interval, local_time time without time zone, respect_quiet_hours boolean, category text) FROM PUBLIC;
+GRANT ALL ON FUNCTION push.enqueue(app_id text, payload jsonb, push_type text, apns_priority integer, tokens text[], user_ids text[], tags text[], send_at timestamp with time zone, expires_at timestamp with time zone, collapse_id text, idempotency_key text, priority integer, fcm jsonb, activity_ids text[], activity_type text, channel text, localized jsonb, badge text, labels jsonb, replace_key text, web jsonb, web_urgency text, max_rate integer, spread_over interval, local_time time without time zone, respect_quiet_hours boolean, category text) TO pgpush_producer;
 
 -- ACL FUNCTION ensure_delivery_partitions(days_ahead integer)
 REVOKE ALL ON FUNCTION push.ensure_delivery_partitions(days_ahead integer) FROM PUBLIC;
@@ -219,6 +240,11 @@ GRANT ALL ON FUNCTION push.granted_apps() TO pgpush_producer;
 GRANT ALL ON FUNCTION push.granted_apps() TO pgpush_reader;
 GRANT ALL ON FUNCTION push.granted_apps() TO pgpush_worker;
 GRANT ALL ON FUNCTION push.granted_apps() TO pgpush_webhook;
+
+-- ACL FUNCTION is_time_zone(name text)
+REVOKE ALL ON FUNCTION push.is_time_zone(name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION push.is_time_zone(name text) TO pgpush_producer;
+GRANT ALL ON FUNCTION push.is_time_zone(name text) TO pgpush_worker;
 
 -- ACL FUNCTION job_events_first()
 REVOKE ALL ON FUNCTION push.job_events_first() FROM PUBLIC;
@@ -246,9 +272,9 @@ GRANT ALL ON FUNCTION push.personal_bodies(payload jsonb, fcm jsonb, variants js
 REVOKE ALL ON FUNCTION push.record_open(app_id text, token text, job_id bigint, apns_id uuid, opened_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION push.record_open(app_id text, token text, job_id bigint, apns_id uuid, opened_at timestamp with time zone) TO pgpush_producer;
 
--- ACL FUNCTION register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text, subscription jsonb)
-REVOKE ALL ON FUNCTION push.register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text, subscription jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION push.register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text, subscription jsonb) TO pgpush_producer;
+-- ACL FUNCTION register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text, subscription jsonb, timezone text)
+REVOKE ALL ON FUNCTION push.register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text, subscription jsonb, timezone text) FROM PUBLIC;
+GRANT ALL ON FUNCTION push.register_device(app_id text, token text, user_id text, tags text[], replaces text, platform text, token_kind text, activity_id text, activity_type text, locale text, subscription jsonb, timezone text) TO pgpush_producer;
 
 -- ACL FUNCTION remove_badge_steps(batch_size integer)
 REVOKE ALL ON FUNCTION push.remove_badge_steps(batch_size integer) FROM PUBLIC;
@@ -339,6 +365,10 @@ GRANT SELECT ON TABLE push.delivery_stats TO pgpush_worker;
 -- ACL TABLE devices
 GRANT SELECT,DELETE ON TABLE push.devices TO pgpush_worker;
 
+-- ACL TABLE frequency_ledger
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE push.frequency_ledger TO pgpush_worker;
+GRANT SELECT ON TABLE push.frequency_ledger TO pgpush_reader;
+
 -- ACL TABLE job_engagement
 GRANT SELECT ON TABLE push.job_engagement TO pgpush_reader;
 GRANT SELECT ON TABLE push.job_engagement TO pgpush_producer;
@@ -393,6 +423,11 @@ GRANT SELECT ON TABLE push.pruned_devices TO pgpush_dashboard;
 GRANT SELECT ON TABLE push.queue_backlog TO pgpush_reader;
 GRANT SELECT ON TABLE push.queue_backlog TO pgpush_producer;
 GRANT SELECT ON TABLE push.queue_backlog TO pgpush_worker;
+
+-- ACL TABLE time_zones
+GRANT SELECT ON TABLE push.time_zones TO pgpush_reader;
+GRANT SELECT ON TABLE push.time_zones TO pgpush_producer;
+GRANT SELECT ON TABLE push.time_zones TO pgpush_worker;
 
 -- ACL TABLE webhook_cursors
 GRANT SELECT,INSERT,UPDATE ON TABLE push.webhook_cursors TO pgpush_webhook;

@@ -82,7 +82,7 @@ CREATE INDEX jobs_active ON push.jobs USING btree (app_id) WHERE (state = ANY (A
 CREATE INDEX jobs_due ON push.jobs USING btree (priority DESC, send_at, id) WHERE (state = 'queued'::text);
 
 -- INDEX jobs_due_beyond_one
-CREATE INDEX jobs_due_beyond_one ON push.jobs USING btree (priority DESC, send_at, id) WHERE ((state = 'queued'::text) AND (channel_id IS NULL) AND (NOT COALESCE(((cardinality(tokens) = 1) OR (cardinality(user_ids) = 1) OR (cardinality(activity_ids) = 1)), false)));
+CREATE INDEX jobs_due_beyond_one ON push.jobs USING btree (priority DESC, send_at, id) WHERE ((state = 'queued'::text) AND (channel_id IS NULL) AND (paced OR (NOT COALESCE(((cardinality(tokens) = 1) OR (cardinality(user_ids) = 1) OR (cardinality(activity_ids) = 1)), false))));
 
 -- INDEX jobs_finished
 CREATE INDEX jobs_finished ON push.jobs USING btree (finished_at) WHERE (state = ANY (ARRAY['done'::text, 'failed'::text, 'cancelled'::text]));
@@ -92,6 +92,9 @@ CREATE UNIQUE INDEX jobs_idempotency ON push.jobs USING btree (app_id, idempoten
 
 -- INDEX jobs_labels
 CREATE INDEX jobs_labels ON push.jobs USING gin (labels jsonb_path_ops) WHERE (labels IS NOT NULL);
+
+-- INDEX jobs_paced_running
+CREATE INDEX jobs_paced_running ON push.jobs USING btree (id) WHERE (paced AND (state = 'running'::text));
 
 -- INDEX jobs_pending_replace_key
 CREATE INDEX jobs_pending_replace_key ON push.jobs USING btree (app_id, replace_key) WHERE ((replace_key IS NOT NULL) AND (state = ANY (ARRAY['queued'::text, 'running'::text])));

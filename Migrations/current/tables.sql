@@ -62,6 +62,9 @@ CREATE TABLE push.apps (
     vapid_public_key text,
     vapid_subject text,
     web_push_paused_reason text,
+    default_timezone text DEFAULT 'UTC'::text NOT NULL,
+    quiet_hours text,
+    frequency_caps jsonb,
     CONSTRAINT apps_certificate_password_env_format CHECK ((certificate_password_env ~ '^[A-Za-z_][A-Za-z0-9_]*$'::text)),
     CONSTRAINT apps_environment_valid CHECK ((environment = ANY (ARRAY['production'::text, 'sandbox'::text]))),
     CONSTRAINT apps_fcm_credential_complete CHECK (((fcm_project_id IS NULL) = (fcm_service_account_path IS NULL))),
@@ -165,6 +168,7 @@ CREATE TABLE push.chunks (
     locked_until timestamp with time zone,
     claims integer DEFAULT 0 NOT NULL,
     platform text DEFAULT 'ios'::text NOT NULL,
+    zone text,
     CONSTRAINT chunks_kind_valid CHECK ((kind = ANY (ARRAY['range'::text, 'tokens'::text]))),
     CONSTRAINT chunks_platform_valid CHECK ((platform = ANY (ARRAY['ios'::text, 'android'::text, 'web'::text])))
 )
@@ -237,6 +241,7 @@ CREATE TABLE push.devices (
     badge integer DEFAULT 0 NOT NULL,
     web_p256dh text,
     web_auth text,
+    timezone text,
     CONSTRAINT devices_activity_fields CHECK ((((token_kind = 'device'::text) AND (activity_id IS NULL) AND (activity_type IS NULL)) OR ((token_kind = 'activity'::text) AND (activity_id IS NOT NULL) AND (platform = 'ios'::text)) OR ((token_kind = 'activity_start'::text) AND (activity_type IS NOT NULL) AND (activity_id IS NULL) AND (platform = 'ios'::text)))),
     CONSTRAINT devices_badge_range CHECK ((badge >= 0)),
     CONSTRAINT devices_locale_form CHECK (((locale ~ '^[a-z]{2,3}(-[a-z0-9]{1,8})*$'::text) AND (length(locale) <= 35))),
@@ -259,6 +264,26 @@ ALTER TABLE ONLY push.devices
 -- FK CONSTRAINT devices devices_app_id_fkey
 ALTER TABLE ONLY push.devices
     ADD CONSTRAINT devices_app_id_fkey FOREIGN KEY (app_id) REFERENCES push.apps(id) ON DELETE CASCADE;
+
+-- ==== push.frequency_ledger ======================================================================
+
+-- TABLE frequency_ledger
+CREATE TABLE push.frequency_ledger (
+    app_id text NOT NULL,
+    category text NOT NULL,
+    person text NOT NULL,
+    job_ids bigint[] NOT NULL,
+    sent_at timestamp with time zone[] NOT NULL
+)
+WITH (fillfactor='70', autovacuum_vacuum_scale_factor='0.02');
+
+-- CONSTRAINT frequency_ledger frequency_ledger_pkey
+ALTER TABLE ONLY push.frequency_ledger
+    ADD CONSTRAINT frequency_ledger_pkey PRIMARY KEY (app_id, category, person);
+
+-- FK CONSTRAINT frequency_ledger frequency_ledger_app_id_fkey
+ALTER TABLE ONLY push.frequency_ledger
+    ADD CONSTRAINT frequency_ledger_app_id_fkey FOREIGN KEY (app_id) REFERENCES push.apps(id) ON DELETE CASCADE;
 
 -- ==== push.job_events ============================================================================
 
@@ -378,6 +403,14 @@ CREATE TABLE push.jobs (
     web_total bigint DEFAULT 0 NOT NULL,
     web_delivered bigint DEFAULT 0 NOT NULL,
     web_failed bigint DEFAULT 0 NOT NULL,
+    max_rate integer,
+    spread_over interval,
+    local_time time without time zone,
+    respect_quiet_hours boolean,
+    category text,
+    capped bigint DEFAULT 0 NOT NULL,
+    throttle double precision,
+    paced boolean DEFAULT false NOT NULL,
     CONSTRAINT jobs_badge_mode CHECK ((badge = 'increment'::text)),
     CONSTRAINT jobs_state_valid CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'done'::text, 'failed'::text, 'cancelled'::text])))
 )
@@ -551,6 +584,17 @@ CREATE TABLE push.schema_migrations (
 -- CONSTRAINT schema_migrations schema_migrations_pkey
 ALTER TABLE ONLY push.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+-- ==== push.time_zones ============================================================================
+
+-- TABLE time_zones
+CREATE TABLE push.time_zones (
+    name text NOT NULL
+);
+
+-- CONSTRAINT time_zones time_zones_pkey
+ALTER TABLE ONLY push.time_zones
+    ADD CONSTRAINT time_zones_pkey PRIMARY KEY (name);
 
 -- ==== push.webhook_cursors =======================================================================
 

@@ -9,6 +9,9 @@ CREATE TRIGGER apps_pause_events AFTER UPDATE OF paused_reason ON push.apps FOR 
 -- TRIGGER apps apps_resumed
 CREATE TRIGGER apps_resumed BEFORE UPDATE OF paused_reason ON push.apps FOR EACH ROW EXECUTE FUNCTION push.apps_resumed();
 
+-- TRIGGER apps apps_validate_broadcast_controls
+CREATE TRIGGER apps_validate_broadcast_controls BEFORE INSERT OR UPDATE OF default_timezone, quiet_hours, frequency_caps ON push.apps FOR EACH ROW EXECUTE FUNCTION push.validate_app_broadcast_controls();
+
 -- TRIGGER apps apps_validate_web_push
 CREATE TRIGGER apps_validate_web_push BEFORE INSERT OR UPDATE OF vapid_subject, vapid_public_key ON push.apps FOR EACH ROW EXECUTE FUNCTION push.validate_app_web_push();
 
@@ -46,6 +49,9 @@ CREATE TRIGGER jobs_validate BEFORE INSERT ON push.jobs FOR EACH ROW EXECUTE FUN
 
 -- TRIGGER jobs jobs_validate_content
 CREATE TRIGGER jobs_validate_content BEFORE INSERT ON push.jobs FOR EACH ROW WHEN (((new.localized IS NOT NULL) OR (new.badge IS NOT NULL) OR (new.variants IS NOT NULL))) EXECUTE FUNCTION push.validate_job_content();
+
+-- TRIGGER jobs jobs_validate_controls
+CREATE TRIGGER jobs_validate_controls BEFORE INSERT ON push.jobs FOR EACH ROW EXECUTE FUNCTION push.validate_job_controls();
 
 -- TRIGGER jobs jobs_validate_labels
 CREATE TRIGGER jobs_validate_labels BEFORE INSERT ON push.jobs FOR EACH ROW WHEN (((new.labels IS NOT NULL) OR (new.replace_key IS NOT NULL) OR (new.replaced_by IS NOT NULL))) EXECUTE FUNCTION push.validate_job_labels();

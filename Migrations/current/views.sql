@@ -22,7 +22,8 @@ CREATE VIEW push.delivery_stats WITH (security_barrier='true') AS
     d.status,
     d.reason,
     count(*) AS count,
-    d.platform
+    d.platform,
+    count(*) FILTER (WHERE ((d.status = 0) AND (d.reason = 'FrequencyCapped'::text))) AS capped
    FROM push.deliveries d
   WHERE ((( SELECT push.granted_apps() AS granted_apps) IS NULL) OR (d.app_id = ANY (( SELECT push.granted_apps() AS granted_apps)::text[])))
   GROUP BY (((d.sent_at AT TIME ZONE 'UTC'::text))::date), d.app_id, d.status, d.reason, d.platform;
@@ -72,7 +73,7 @@ CREATE VIEW push.job_progress AS
     (j.failed + j.expired) AS failed,
     j.pruned,
         CASE
-            WHEN (j.state = ANY (ARRAY['queued'::text, 'running'::text])) THEN GREATEST((((t.total - j.delivered) - j.failed) - j.expired), (0)::bigint)
+            WHEN (j.state = ANY (ARRAY['queued'::text, 'running'::text])) THEN GREATEST(((((t.total - j.delivered) - j.failed) - j.expired) - j.capped), (0)::bigint)
             ELSE (0)::bigint
         END AS pending,
     j.created_at,
@@ -115,8 +116,17 @@ CREATE VIEW push.job_progress AS
         CASE
             WHEN (j.state = ANY (ARRAY['queued'::text, 'running'::text])) THEN GREATEST(((t.web_total - j.web_delivered) - j.web_failed), (0)::bigint)
             ELSE (0)::bigint
-        END + p.unknown) AS web_pending
-   FROM (((push.jobs j
+        END + p.unknown) AS web_pending,
+    j.capped,
+    j.throttle,
+        CASE
+            WHEN (j.paced AND (w.last_due IS NOT NULL) AND (j.state = ANY (ARRAY['queued'::text, 'running'::text]))) THEN GREATEST(w.last_due, now())
+            ELSE NULL::timestamp with time zone
+        END AS estimated_finish_at,
+    COALESCE(w.waiting, (0)::bigint) AS waiting_tokens,
+    z.zones AS waiting_zones,
+    z.moments AS waiting_moments
+   FROM (((((push.jobs j
      CROSS JOIN LATERAL ( SELECT
                 CASE
                     WHEN (j.total IS NOT NULL) THEN NULL::bigint[]
@@ -152,6 +162,17 @@ CREATE VIEW push.job_progress AS
                     WHEN (t.android_total IS NULL) THEN NULL::bigint
                     ELSE (0)::bigint
                 END AS unknown) p)
+     LEFT JOIN LATERAL ( SELECT sum(c_1.estimated_tokens) FILTER (WHERE ((c_1.zone IS NOT NULL) AND (c_1.next_attempt_at > now()))) AS waiting,
+            max(c_1.next_attempt_at) AS last_due
+           FROM push.chunks c_1
+          WHERE ((c_1.job_id = j.id) AND j.paced AND (j.state = ANY (ARRAY['queued'::text, 'running'::text])))) w ON (true))
+     LEFT JOIN LATERAL ( SELECT array_agg(m.zone ORDER BY m.moment, m.zone) AS zones,
+            array_agg(m.moment ORDER BY m.moment, m.zone) AS moments
+           FROM ( SELECT c_1.zone,
+                    min(c_1.next_attempt_at) AS moment
+                   FROM push.chunks c_1
+                  WHERE ((c_1.job_id = j.id) AND j.paced AND (j.state = ANY (ARRAY['queued'::text, 'running'::text])) AND (c_1.zone IS NOT NULL) AND (c_1.next_attempt_at > now()))
+                  GROUP BY c_1.zone) m) z ON (true))
   WHERE ((( SELECT push.granted_apps() AS granted_apps) IS NULL) OR (j.app_id = ANY (( SELECT push.granted_apps() AS granted_apps)::text[])));
 
 -- VIEW queue_backlog

@@ -63,6 +63,8 @@ public final class InMemoryWorkerStore: WorkerStore {
         public var deliveries: [Delivery] = []
         /// Web subscriptions' keys by (app, endpoint).
         public var webPushKeys: [String: [String: WebPushKeys]] = [:]
+        /// Per app, category and token, the jobs that took a frequency-cap slot.
+        public var frequencySlots: [String: [Int64]] = [:]
         public var pruneCandidates: [PruneCandidate] = []
         /// Chunk ids given back with ``release(_:deadline:)``.
         public var released: [Int64] = []
@@ -335,6 +337,32 @@ public final class InMemoryWorkerStore: WorkerStore {
         try statement()
         let known = contents.webPushKeys[appID] ?? [:]
         return known.filter { tokens.contains($0.key) }
+    }
+
+    /// No chunk here is scheduled ahead.
+    public func pacedChunksDue(within window: Duration) async throws -> [Duration] {
+        try statement()
+        return []
+    }
+
+    /// Every token's person is the token itself here (no devices table): a token that already got `maximumJobs`
+    /// jobs of the category is capped; a job counts once per token. Slots never age out.
+    public func takeFrequencySlots(
+        appID: String, jobID: Int64, category: String, cap: FrequencyCap, tokens: [String]
+    ) async throws -> [String] {
+        try statement()
+        return change { contents in
+            var capped: [String] = []
+            for token in tokens {
+                let key = "\(appID)\u{0}\(category)\u{0}\(token)"
+                var jobs = contents.frequencySlots[key] ?? []
+                if jobs.contains(jobID) { continue }
+                if jobs.count >= cap.maximumJobs { capped.append(token); continue }
+                jobs.append(jobID)
+                contents.frequencySlots[key] = jobs
+            }
+            return capped
+        }
     }
 
     public func apps() async throws -> [String: AppRecord] {

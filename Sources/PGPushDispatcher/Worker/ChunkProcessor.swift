@@ -37,7 +37,7 @@ struct ChunkProcessor: Sendable {
         // tasks) would cost a one-token job more than its send does.
         // A job with per-device content reads each device's locale and badge step with its token, once the
         // chunk is known to be sent: a cancelled or failed job's chunk moves no counter.
-        let tokens: [String]
+        var tokens: [String]
         var contents: [DeviceContent?]?
         if chunk.job.isPersonal && sends(chunk, verdicts: verdicts) {
             let personal = try await personalTokens(of: chunk)
@@ -45,6 +45,31 @@ struct ChunkProcessor: Sendable {
         } else {
             tokens = chunk.kind == .tokens ? chunk.tokens : try await readTokens(of: chunk)
         }
+        // A person who reached the job's category cap gets an outcome instead of the notification.
+        var capped: [String] = []
+        if chunk.job.frequencyCap != nil && sends(chunk, verdicts: verdicts) {
+            capped = try await takeFrequencySlots(for: chunk, tokens: tokens)
+            if !capped.isEmpty {
+                let cappedSet = Set(capped)
+                let kept = tokens.indices.filter { !cappedSet.contains(tokens[$0]) }
+                contents = contents.map { all in kept.map { all[$0] } }
+                tokens = kept.map { tokens[$0] }
+            }
+        }
+        guard capped.isEmpty else {
+            var completion = try await send(chunk, tokens: tokens, contents: contents, room: room, verdicts: verdicts)
+            let now = runtime.now()
+            completion.outcomes += capped.map { notSent($0, reason: ChunkCompletion.frequencyCappedReason, chunk: chunk, at: now) }
+            completion.readTokens = completion.readTokens.map { $0 + capped.count }
+            return completion
+        }
+        return try await send(chunk, tokens: tokens, contents: contents, room: room, verdicts: verdicts)
+    }
+
+    /// Sends the tokens of a chunk that are to go out, and waits for their answers.
+    private func send(
+        _ chunk: ClaimedChunk, tokens: [String], contents: [DeviceContent?]?, room: RoomReservation, verdicts: JobVerdicts
+    ) async throws -> ChunkCompletion {
         // A web subscription's message is encrypted for its keys, read with the chunk.
         let webKeys = chunk.platform == .web && sends(chunk, verdicts: verdicts) ? try await readWebKeys(of: chunk, tokens: tokens) : [:]
         switch await start(chunk, tokens: tokens, contents: contents, webKeys: webKeys, room: room, verdicts: verdicts) {
@@ -158,6 +183,14 @@ struct ChunkProcessor: Sendable {
     @inline(never)
     private func readWebKeys(of chunk: ClaimedChunk, tokens: [String]) async throws -> [String: WebPushKeys] {
         try await cancelWhenGracefulShutdown { try await store.webPushKeys(appID: chunk.appID, tokens: tokens) }
+    }
+
+    @inline(never)
+    private func takeFrequencySlots(for chunk: ClaimedChunk, tokens: [String]) async throws -> [String] {
+        guard let category = chunk.job.category, let cap = chunk.job.frequencyCap else { return [] }
+        return try await cancelWhenGracefulShutdown {
+            try await store.takeFrequencySlots(appID: chunk.appID, jobID: chunk.jobID, category: category, cap: cap, tokens: tokens)
+        }
     }
 
     @inline(never)

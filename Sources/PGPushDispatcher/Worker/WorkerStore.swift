@@ -50,6 +50,11 @@ public protocol WorkerQueueStore: Sendable {
     func pauseWebPush(_ appID: String, reason: String) async throws -> Bool
     /// The keys of the app's web subscriptions among `tokens`, by endpoint.
     func webPushKeys(appID: String, tokens: [String]) async throws -> [String: WebPushKeys]
+    /// How long until each of the next chunks of paced jobs comes due, within `window`, soonest first.
+    func pacedChunksDue(within window: Duration) async throws -> [Duration]
+    /// Takes a slot of the job's category cap for each person among `tokens`; returns the tokens whose person
+    /// has none left (``QueueStore/takeFrequencySlots(appID:jobID:category:cap:tokens:)``).
+    func takeFrequencySlots(appID: String, jobID: Int64, category: String, cap: FrequencyCap, tokens: [String]) async throws -> [String]
     /// Every app's row, by id.
     func apps() async throws -> [String: AppRecord]
     /// Sends a NOTIFY.

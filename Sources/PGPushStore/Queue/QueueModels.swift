@@ -51,13 +51,18 @@ public struct ClaimedChunk: Sendable, Hashable {
     public var jobFailure: String?
     /// Every token of a chunk goes to one provider.
     public var platform: DevicePlatform
+    /// The time zone whose devices a key range holds, for a job sent at each zone's own moment (local time,
+    /// quiet hours); nil for a range of every zone.
+    public var zone: String?
 
     public init(
         id: Int64, jobID: Int64, appID: String, priority: Int, seq: Int, kind: Kind, loToken: String? = nil,
         hiToken: String? = nil, tokens: [String], attempt: Int = 1, lastReason: String? = nil, claims: Int = 1,
-        estimatedTokens: Int, job: JobDetails, jobFailure: String? = nil, platform: DevicePlatform = .ios
+        estimatedTokens: Int, job: JobDetails, jobFailure: String? = nil, platform: DevicePlatform = .ios,
+        zone: String? = nil
     ) {
         self.platform = platform
+        self.zone = zone
         self.id = id
         self.jobID = jobID
         self.appID = appID
@@ -115,6 +120,11 @@ public struct JobDetails: Sendable, Hashable {
     /// platform, as pairs of locale and body (`push.personal_bodies`; the empty locale is the job's own
     /// message). Nil for a job that sends every device the same bytes.
     public var personalBodies: [String]?
+
+    /// The job's frequency-cap category (`push.jobs.category`).
+    public var category: String?
+    /// The app's cap for that category, read with the claim; nil when the category has none (never capped).
+    public var frequencyCap: FrequencyCap?
 
     /// Whether the job's devices get messages of their own, read per chunk (``QueueStore/deviceContents(of:tokens:)``).
     public var isPersonal: Bool { personalBodies != nil }
@@ -271,6 +281,9 @@ public struct ChunkCompletion: Sendable {
 
     /// The reason recorded for tokens that were never sent because the job's `expires_at` passed.
     public static let expiredReason = "Expired"
+    /// The reason recorded for tokens not sent because their person reached the job's category cap
+    /// (`push.apps.frequency_caps`); counted in `push.jobs.capped`, not as failures.
+    public static let frequencyCappedReason = "FrequencyCapped"
 }
 
 /// A chunk's tokens and, at the same index, what each device gets (``QueueStore/personalTokens(of:)``); nil for a
@@ -296,5 +309,16 @@ public struct DeviceContent: Sendable, Hashable {
     public init(locale: String?, badge: Int?) {
         self.locale = locale
         self.badge = badge
+    }
+}
+
+/// An app's frequency cap for one category: at most `maximumJobs` jobs per person within `window`.
+public struct FrequencyCap: Sendable, Hashable {
+    public var maximumJobs: Int
+    public var window: Duration
+
+    public init(maximumJobs: Int, window: Duration) {
+        self.maximumJobs = maximumJobs
+        self.window = window
     }
 }

@@ -62,7 +62,7 @@ extension QueueStore {
                  WHERE c.ctid = ANY (ARRAY(SELECT eligible.row_ref FROM eligible WHERE eligible.before < \(budget.room)))
                    AND (SELECT j.state FROM push.jobs j WHERE j.id = c.job_id) IN ('queued', 'running')
                 RETURNING c.id, c.job_id, c.app_id, c.priority, c.seq, c.kind, c.lo_token, c.hi_token, c.tokens,
-                          c.attempt, c.last_reason, c.claims, c.estimated_tokens, c.platform
+                          c.attempt, c.last_reason, c.claims, c.estimated_tokens, c.platform, c.zone
             )
             SELECT \(unescaped: Self.claimedChunkColumns)
               FROM claimed c JOIN push.jobs j ON j.id = c.job_id
@@ -81,11 +81,15 @@ extension QueueStore {
         j.audience_kind, j.activity_type, j.activity_ids IS NOT NULL, j.channel_id, j.badge IS NOT NULL,
         CASE WHEN (j.variants IS NOT NULL OR j.badge IS NOT NULL)
              AND c.platform <> 'web' THEN push.personal_bodies(j.payload, j.fcm, j.variants, j.badge, c.platform, j.id) END,
-        CASE WHEN c.platform = 'web' THEN j.web::text END, j.web_urgency
+        CASE WHEN c.platform = 'web' THEN j.web::text END, j.web_urgency, c.zone, j.category,
+        CASE WHEN j.category IS NOT NULL THEN (
+            SELECT ARRAY[(a.frequency_caps -> j.category ->> 'max')::float8,
+                         extract(epoch FROM (a.frequency_caps -> j.category ->> 'per')::interval)::float8]
+              FROM push.apps a WHERE a.id = j.app_id AND a.frequency_caps ? j.category) END
         """
 
     /// How many columns ``claimedChunkColumns`` has: a statement's own columns follow them.
-    static let claimedChunkColumnCount = 31
+    static let claimedChunkColumnCount = 34
 
     /// Reads the first columns of `row`, laid out as ``claimedChunkColumns``.
     static func claimedChunk(_ row: PostgresRandomAccessRow) throws -> ClaimedChunk {
@@ -104,6 +108,10 @@ extension QueueStore {
         job.personalBodies = try row[28].decode([String]?.self)
         job.webMessage = try row[29].decode(String?.self).map { Array($0.utf8) }
         job.webUrgency = try row[30].decode(String?.self)
+        job.category = try row[32].decode(String?.self)
+        if let cap = try row[33].decode([Double]?.self), cap.count == 2 {
+            job.frequencyCap = FrequencyCap(maximumJobs: Int(cap[0]), window: .milliseconds(Int64(cap[1] * 1000)))
+        }
         let platformName = try row[21].decode(String.self)
         guard let platform = DevicePlatform(rawValue: platformName) else {
             // A platform this build does not know (a newer schema): never sent as another platform's token.
@@ -116,7 +124,7 @@ extension QueueStore {
             tokens: try row[8].decode([String].self), attempt: try row[9].decode(Int.self),
             lastReason: try row[10].decode(String?.self), claims: try row[11].decode(Int.self),
             estimatedTokens: try row[12].decode(Int.self), job: job, jobFailure: try row[20].decode(String?.self),
-            platform: platform)
+            platform: platform, zone: try row[31].decode(String?.self))
     }
 
     /// The tokens of a 'range' chunk: the job's audience within the chunk's key range, read at send time.
@@ -243,5 +251,10 @@ extension PostgresQuery.StringInterpolation {
         appendLiteral(" OR d.activity_id = ANY ((SELECT j.activity_ids FROM push.jobs j WHERE j.id = ")
         appendInterpolation(chunk.jobID)
         appendLiteral(")::text[]))")
+        // A zone's part of the range: devices without a zone of their own are in the app's default one.
+        if let zone = chunk.zone {
+            appendLiteral(" AND coalesce(d.timezone, (SELECT a.default_timezone FROM push.apps a WHERE a.id = d.app_id)) = ")
+            appendInterpolation(zone)
+        }
     }
 }

@@ -117,10 +117,10 @@ extension QueueStore {
                                   \(tally.androidDelivered)::int8[], \(tally.androidFailed)::int8[],
                                   \(tally.totalChange)::int8[], \(tally.androidTotalChange)::int8[], \(tally.removed)::int8[],
                                   \(tally.added)::int8[], \(tally.cancelled)::int8[], \(tally.webDelivered)::int8[],
-                                  \(tally.webFailed)::int8[], \(tally.webTotalChange)::int8[])
+                                  \(tally.webFailed)::int8[], \(tally.webTotalChange)::int8[], \(tally.capped)::int8[])
                            AS t(job_id, delivered, failed, expired, answered, bad, first_sent, android_delivered, android_failed,
                                 total_change, android_total_change, removed, added, cancelled, web_delivered, web_failed,
-                                web_total_change)
+                                web_total_change, capped)
                 )
                 UPDATE push.jobs j
                    SET delivered = j.delivered + d.delivered, failed = j.failed + d.failed, expired = j.expired + d.expired,
@@ -133,6 +133,7 @@ extension QueueStore {
                        android_failed = j.android_failed + d.android_failed,
                        web_total = j.web_total + d.web_total_change,
                        web_delivered = j.web_delivered + d.web_delivered, web_failed = j.web_failed + d.web_failed,
+                       capped = j.capped + d.capped,
                        first_sent_at = least(j.first_sent_at, nullif(d.first_sent, 'epoch'::timestamptz)),
                        state = CASE WHEN j.state = 'running' AND d.drained
                                     THEN \(unescaped: JobFinalState.sql(
@@ -320,6 +321,8 @@ private struct JobTally {
     var added: [Int64] = []
     /// Tokens counted in the total that a cancelled job will never send.
     var cancelled: [Int64] = []
+    /// Tokens not sent because their person reached the job's category cap: neither delivered nor failed.
+    var capped: [Int64] = []
     static let nothingSent = Date(timeIntervalSince1970: 0)
 
     init(_ completions: [ChunkCompletion], activeJobs: Set<Int64>) {
@@ -337,6 +340,7 @@ private struct JobTally {
                 androidDelivered.append(0); androidFailed.append(0)
                 webDelivered.append(0); webFailed.append(0); webTotalChange.append(0)
                 totalChange.append(0); androidTotalChange.append(0); removed.append(0); added.append(0); cancelled.append(0)
+                capped.append(0)
                 firstSent.append(Self.nothingSent)
             }
             let android: Int64 = completion.chunk.platform == .android ? 1 : 0
@@ -366,6 +370,8 @@ private struct JobTally {
                     delivered[slot] += 1
                     androidDelivered[slot] += android
                     webDelivered[slot] += web
+                } else if outcome.status == 0 && outcome.reason == ChunkCompletion.frequencyCappedReason {
+                    capped[slot] += 1
                 } else if outcome.status == 0 && outcome.reason == ChunkCompletion.expiredReason {
                     expired[slot] += 1
                     androidFailed[slot] += android

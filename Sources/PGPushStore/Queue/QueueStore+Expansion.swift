@@ -24,23 +24,24 @@ extension QueueStore {
     static let dueJobs = """
         SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.tags, j.fcm, j.activity_ids, j.activity_type,
                j.audience_kind, j.channel_id, j.payload, j.push_type, j.apns_priority, j.expires_at, j.collapse_id,
-               j.failure_reason, j.variants, j.badge, j.web, j.web_urgency
+               j.failure_reason, j.variants, j.badge, j.web, j.web_urgency, j.category, j.paced, j.local_time,
+               j.max_rate, j.spread_over, j.respect_quiet_hours
           FROM push.jobs j
          WHERE j.state = 'queued' AND j.send_at <= now()
            AND j.app_id NOT IN (SELECT p.id FROM push.apps p WHERE p.paused_reason IS NOT NULL)
         """
 
-    /// Whether a job is small: an explicit token list, a user audience or a list of activities of at most
+    /// Whether a job is small: not paced (its chunks are scheduled by ``expandPaced(_:explicit:audience:chunkSize:on:)``), and an explicit token list, a user audience or a list of activities of at most
     /// `size` entries, or a channel broadcast (one request).
     static func isSmallJob(size: Int) -> String {
-        "(cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size) OR cardinality(j.activity_ids) <= \(size) OR j.channel_id IS NOT NULL)"
+        "(NOT j.paced AND (cardinality(j.tokens) <= \(size) OR cardinality(j.user_ids) <= \(size) OR cardinality(j.activity_ids) <= \(size) OR j.channel_id IS NOT NULL))"
     }
 
     /// Leaves out jobs of one entry, small at any chunk size, in the words of the partial index
     /// `jobs_due_beyond_one`, so the look for a broadcast reads that index instead of every queued job. The
     /// constants are literal: with parameters the planner could not prove the index applies.
     static let beyondOneEntry =
-        "AND NOT coalesce(cardinality(j.tokens) = 1 OR cardinality(j.user_ids) = 1 OR cardinality(j.activity_ids) = 1, false)"
+        "AND (j.paced OR NOT coalesce(cardinality(j.tokens) = 1 OR cardinality(j.user_ids) = 1 OR cardinality(j.activity_ids) = 1, false))"
 
     /// What one pass over due small jobs did.
     public struct SmallJobExpansion: Sendable {
@@ -86,7 +87,7 @@ extension QueueStore {
             WITH due AS (
                 SELECT j.id, j.app_id, j.priority, j.send_at, j.tokens, j.user_ids, j.activity_ids, j.activity_type,
                        j.audience_kind, j.channel_id, j.tags, j.fcm, j.payload, j.push_type, j.apns_priority,
-                       j.expires_at, j.collapse_id, j.failure_reason, j.variants, j.badge, j.web, j.web_urgency,
+                       j.expires_at, j.collapse_id, j.failure_reason, j.variants, j.badge, j.web, j.web_urgency, j.category,
                        a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL AS has_apns,
                        -- A job enqueued before its app had FCM has no Android message to send.
                        j.fcm IS NOT NULL AND a.fcm_project_id IS NOT NULL AS has_fcm,
@@ -162,7 +163,7 @@ extension QueueStore {
                        CASE WHEN p.claimed THEN 1 ELSE 0 END
                   FROM placed p
                 RETURNING id, job_id, app_id, priority, seq, kind, lo_token, hi_token, tokens, attempt, last_reason, claims,
-                          estimated_tokens, platform, locked_by IS NOT NULL AS claimed
+                          estimated_tokens, platform, zone, locked_by IS NOT NULL AS claimed
             ), totals AS (
                 SELECT job_id, sum(estimated_tokens)::int8 AS total,
                        coalesce(sum(estimated_tokens) FILTER (WHERE platform = 'android'), 0)::int8 AS android,
@@ -219,7 +220,8 @@ extension QueueStore {
             let due = try await self.run("""
                 SELECT j.id, j.app_id, j.priority, j.tokens IS NOT NULL, j.send_at, j.user_ids, j.tags,
                        a.private_key_path IS NOT NULL OR a.certificate_path IS NOT NULL, a.fcm_project_id IS NOT NULL AND j.fcm IS NOT NULL,
-                       j.activity_ids, j.activity_type, j.audience_kind, a.vapid_private_key_path IS NOT NULL AND j.web IS NOT NULL
+                       j.activity_ids, j.activity_type, j.audience_kind, a.vapid_private_key_path IS NOT NULL AND j.web IS NOT NULL,
+                       \(unescaped: Self.pacedJobColumns)
                   FROM (\(unescaped: Self.dueJobs)
                            -- A channel job is always expanded with the small ones: it has no device audience.
                            AND j.channel_id IS NULL
@@ -228,12 +230,30 @@ extension QueueStore {
                          ORDER BY j.priority DESC, j.send_at, j.id LIMIT 1 FOR UPDATE OF j SKIP LOCKED) j
                   JOIN push.apps a ON a.id = j.app_id
                 """, on: connection)
-            guard let row = due.first else { return nil }
-            let (jobID, appID, priority, explicit, sendAt, userIDs, tags, hasAPNs, hasFCM, activityIDs, activityType, audienceKind, hasWeb) =
-                try row.decode((Int64, String, Int, Bool, Date, [String]?, [String]?, Bool, Bool, [String]?, String?, String, Bool).self)
+            guard let dueRow = due.first else { return nil }
+            let row = dueRow.makeRandomAccess()
+            let (jobID, appID, priority, explicit) =
+                (try row[0].decode(Int64.self), try row[1].decode(String.self), try row[2].decode(Int.self), try row[3].decode(Bool.self))
+            let (sendAt, userIDs, tags) = (try row[4].decode(Date.self), try row[5].decode([String]?.self), try row[6].decode([String]?.self))
+            let (hasAPNs, hasFCM, hasWeb) = (try row[7].decode(Bool.self), try row[8].decode(Bool.self), try row[12].decode(Bool.self))
+            let (activityIDs, activityType, audienceKind) =
+                (try row[9].decode([String]?.self), try row[10].decode(String?.self), try row[11].decode(String.self))
 
             let counts: [PostgresRow]
-            if explicit {
+            if try row[13].decode(Bool.self) {
+                let job = PacedJob(
+                    jobID: jobID, appID: appID, priority: priority, sendAt: sendAt, localTime: try row[14].decode(String?.self),
+                    maxRate: try row[15].decode(Int?.self), spreadOverSeconds: try row[16].decode(Double?.self),
+                    quietHours: try row[17].decode(String?.self), defaultTimezone: try row[18].decode(String.self),
+                    appRateLimit: try row[19].decode(Int?.self))
+                let audience = BroadcastAudience(
+                    appID: appID, hasAPNs: hasAPNs, hasFCM: hasFCM, hasWeb: hasWeb, userIDs: userIDs, tags: tags,
+                    audienceKind: audienceKind, activityType: activityType, activityIDs: activityIDs)
+                let paced = try await self.expandPaced(job, explicit: explicit, audience: audience, chunkSize: size, on: connection)
+                try await self.startJob(jobID, total: paced.total, android: paced.android, web: paced.web,
+                                        audienceAt: paced.audienceAt, on: connection)
+                return Expansion(jobID: jobID, appID: appID, total: paced.total, chunks: Int(paced.chunks))
+            } else if explicit {
                 counts = try await self.run("""
                     WITH typed AS (
                         SELECT t.token, t.ord, push.token_platform(t.token, \(hasAPNs), \(hasFCM), \(hasWeb)) AS platform
@@ -294,9 +314,17 @@ extension QueueStore {
                     """, on: connection)
             }
             let (total, chunks, android, web, audienceAt) = try counts[0].decode((Int64, Int64, Int64, Int64, String).self)
-            // An empty audience has nothing to send: the job is done as soon as it starts. `audience_at` is when
-            // the statement that counted the audience took its snapshot (as text: exact to the microsecond); a
-            // key range is read later without the devices registered after it (see `tokens(of:)`).
+            try await self.startJob(jobID, total: total, android: android, web: web, audienceAt: audienceAt, on: connection)
+            return Expansion(jobID: jobID, appID: appID, total: total, chunks: Int(chunks))
+        }
+    }
+
+    /// Marks an expanded job running with its counts, or done at once for an empty audience, which has nothing to
+    /// send. `audienceAt` is when the statement that counted the audience took its snapshot (as text: exact to
+    /// the microsecond); a key range is read later without the devices registered after it (see `tokens(of:)`).
+    private func startJob(
+        _ jobID: Int64, total: Int64, android: Int64, web: Int64, audienceAt: String, on connection: PostgresConnection
+    ) async throws {
             try await self.run("""
                 UPDATE push.jobs
                    SET state = CASE WHEN \(total) = 0 THEN 'done' ELSE 'running' END,
@@ -306,7 +334,5 @@ extension QueueStore {
                        finished_at = CASE WHEN \(total) = 0 THEN now() END
                  WHERE id = \(jobID)
                 """, on: connection)
-            return Expansion(jobID: jobID, appID: appID, total: total, chunks: Int(chunks))
-        }
     }
 }

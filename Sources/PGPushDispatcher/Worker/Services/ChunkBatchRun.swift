@@ -14,9 +14,10 @@ struct ChunkBatchRun: Sendable {
 
     /// Whether a claimed chunk is sent in a batch rather than in a ``ChunkRun`` of its own: a token list of one
     /// (it reads nothing from the database, so nothing of it can fail and be retried). A job with per-device
-    /// content reads its device's locale and badge first, and a web subscription its keys, so they take a ChunkRun.
+    /// content reads its device's locale and badge first, a web subscription its keys, and a capped category its
+    /// person's slot, so they take a ChunkRun.
     static func takes(_ chunk: ClaimedChunk) -> Bool {
-        chunk.kind == .tokens && chunk.tokens.count == 1 && !chunk.job.isPersonal && chunk.platform != .web
+        chunk.kind == .tokens && chunk.tokens.count == 1 && !chunk.job.isPersonal && chunk.platform != .web && chunk.job.frequencyCap == nil
     }
 
     func run() async {

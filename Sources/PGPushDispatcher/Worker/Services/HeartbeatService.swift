@@ -31,13 +31,26 @@ struct HeartbeatService: Service {
 }
 
 /// The poll backstop: wakes the claim and expansion services every `pollInterval` even if no NOTIFY arrives.
+/// Between two ticks it also wakes the claim as each chunk of a paced job comes due (a job's own rate, a zone's
+/// local moment): no NOTIFY announces those, and a throttled job claimed a tick late would go out in bursts.
 struct PollTicker: Service {
     let worker: Worker
 
     func run() async {
+        let interval = worker.configuration.pollInterval
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
-                try? await Task.sleep(for: worker.configuration.pollInterval)
+                // A failed look is only a missed hint: the tick still comes.
+                let due = (try? await worker.store.pacedChunksDue(within: interval)) ?? []
+                var slept = Duration.zero
+                for offset in due where offset < interval {
+                    if offset > slept {
+                        try? await Task.sleep(for: offset - slept)
+                        slept = offset
+                    }
+                    worker.claimWake.signal()
+                }
+                if interval > slept { try? await Task.sleep(for: interval - slept) }
                 worker.claimWake.signal()
                 worker.expansionWake.signal()
             }
