@@ -559,6 +559,69 @@ GRANT UPDATE (capped, throttle) ON push.jobs TO pgpush_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON push.frequency_ledger TO pgpush_worker;
 GRANT SELECT ON push.frequency_ledger TO pgpush_reader;
 
+-- ==== job events ==================================================================================
+
+-- A job's events count its capped tokens too: total = delivered + failed + expired + capped.
+CREATE OR REPLACE FUNCTION push.flush_job_events() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'push'
+    AS $$
+DECLARE
+    me     xid8 := pg_current_xact_id();
+    apps   text[];
+    jobs   bigint[];
+    events text[];
+    bodies jsonb[];
+    stamp  timestamptz;
+    newest bigint;
+BEGIN
+    PERFORM set_config('pgpush.job_events_flush', '', true);
+    WITH moved AS (
+        DELETE FROM push.job_events_pending p WHERE p.xid = me
+        RETURNING p.seq, p.app_id, p.job_id, p.event, p.body
+    )
+    SELECT array_agg(m.app_id ORDER BY m.seq), array_agg(m.job_id ORDER BY m.seq),
+           array_agg(CASE WHEN m.event = 'job_cancelled' AND j.replaced_by IS NOT NULL THEN 'job_replaced' ELSE m.event END
+                     ORDER BY m.seq),
+           array_agg(CASE WHEN m.body IS NOT NULL THEN m.body
+                          WHEN j.id IS NULL THEN '{}'::jsonb
+                          ELSE jsonb_build_object(
+                                   'state', j.state, 'total', j.total, 'delivered', j.delivered, 'failed', j.failed,
+                                   'expired', j.expired, 'pruned', j.pruned, 'cancelled_tokens', j.cancelled_tokens,
+                                   'removed_before_send', j.removed_before_send, 'added_before_send', j.added_before_send,
+                                   'answered', j.answered, 'bad_device_tokens', j.bad_device_tokens,
+                                   'android_total', j.android_total, 'android_delivered', j.android_delivered,
+                                   'android_failed', j.android_failed, 'web_total', j.web_total,
+                                   'web_delivered', j.web_delivered, 'web_failed', j.web_failed, 'capped', j.capped)
+                               || CASE WHEN j.failure_reason IS NOT NULL
+                                       THEN jsonb_build_object('failure_reason', j.failure_reason) ELSE '{}' END
+                               || CASE WHEN m.event = 'job_cancelled' AND j.replaced_by IS NOT NULL
+                                       THEN jsonb_build_object('replaced_by', j.replaced_by) ELSE '{}' END
+                               || CASE WHEN j.idempotency_key IS NOT NULL
+                                       THEN jsonb_build_object('idempotency_key', j.idempotency_key) ELSE '{}' END
+                     END ORDER BY m.seq)
+      INTO apps, jobs, events, bodies
+      FROM moved m
+      LEFT JOIN push.jobs j ON j.id = m.job_id;
+    IF apps IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- The lock first, then the time and the ids: the next writer takes both after this commit is visible.
+    PERFORM pg_advisory_xact_lock(push.job_events_lock_key());
+    stamp := clock_timestamp();
+    WITH written AS (
+        INSERT INTO push.job_events (app_id, job_id, at, event, body)
+        SELECT e.app_id, e.job_id, stamp, e.event, e.body
+          FROM unnest(apps, jobs, events, bodies) WITH ORDINALITY AS e(app_id, job_id, event, body, n)
+         ORDER BY e.n
+        RETURNING id
+    )
+    SELECT max(id) INTO newest FROM written;
+    PERFORM pg_notify('pgpush_job_events', newest::text);
+    RETURN NULL;
+END;
+$$;
+
 -- ==== views =======================================================================================
 
 CREATE OR REPLACE VIEW push.delivery_stats WITH (security_barrier='true') AS

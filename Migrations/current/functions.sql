@@ -475,7 +475,7 @@ BEGIN
                                    'answered', j.answered, 'bad_device_tokens', j.bad_device_tokens,
                                    'android_total', j.android_total, 'android_delivered', j.android_delivered,
                                    'android_failed', j.android_failed, 'web_total', j.web_total,
-                                   'web_delivered', j.web_delivered, 'web_failed', j.web_failed)
+                                   'web_delivered', j.web_delivered, 'web_failed', j.web_failed, 'capped', j.capped)
                                || CASE WHEN j.failure_reason IS NOT NULL
                                        THEN jsonb_build_object('failure_reason', j.failure_reason) ELSE '{}' END
                                || CASE WHEN m.event = 'job_cancelled' AND j.replaced_by IS NOT NULL

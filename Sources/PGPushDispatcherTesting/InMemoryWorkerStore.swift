@@ -404,6 +404,7 @@ public final class InMemoryWorkerStore: WorkerStore {
         return QueueStore.StaleDeviceBatch(removed: 0, next: nil)
     }
     public func removeBadgeSteps(batchSize: Int) async throws -> Int { try statement(); return 0 }
+    public func forgetExpiredFrequencySlots(limit: Int) async throws -> Int { try statement(); return 0 }
     public func expireActivityTokens(lifetime: Duration, batchSize: Int) async throws -> Int { try statement(); return 0 }
     public func backlog() async throws -> [(appID: String, tokens: Int64, oldestAgeSeconds: Double)] {
         try statement()

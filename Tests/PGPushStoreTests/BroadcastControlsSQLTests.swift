@@ -165,4 +165,63 @@ struct BroadcastControlsSQLTests {
             #expect(try await db.scalar("SELECT cardinality(waiting_moments)::int8 FROM push.job_progress WHERE job_id = \(job)") == zones)
         }
     }
+
+    @Test func frequencySlotsCountOnceAJobPerPersonAndAgeOutOfTheWindow() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp()
+            try await db.exec(#"UPDATE push.apps SET frequency_caps = '{"marketing": {"max": 2, "per": "1 hour"}}'"#)
+            // Two devices of one user, one device without a user.
+            try await db.exec("""
+                INSERT INTO push.devices (app_id, token, user_id)
+                VALUES ('app', repeat('a', 64), 'u1'), ('app', repeat('b', 64), 'u1'), ('app', repeat('c', 64), NULL)
+                """)
+            let store = QueueStore(client: db.client, workerID: "test", logger: db.logger)
+            let cap = FrequencyCap(maximumJobs: 2, window: .seconds(3600))
+            let (a, b, c) = (String(repeating: "a", count: 64), String(repeating: "b", count: 64), String(repeating: "c", count: 64))
+            func take(_ job: Int64, _ tokens: [String]) async throws -> [String] {
+                try await store.takeFrequencySlots(appID: "app", jobID: job, category: "marketing", cap: cap, tokens: tokens)
+            }
+            #expect(try await take(1, [a, c]) == [])
+            // The user's second device in the same job: the job already counts for the user.
+            #expect(try await take(1, [b]) == [])
+            #expect(try await take(2, [a, b, c]) == [])
+            // A third job: the user is capped on both devices, and so is the device alone.
+            #expect(Set(try await take(3, [a, b, c])) == [a, b, c])
+            // A job retried after its slot was taken keeps it.
+            #expect(try await take(2, [a]) == [])
+            #expect(try await db.scalar("SELECT count(*) FROM push.frequency_ledger") == 2)
+            // Slots older than the window no longer count.
+            try await db.exec("UPDATE push.frequency_ledger SET sent_at = ARRAY(SELECT s - interval '2 hours' FROM unnest(sent_at) s)")
+            #expect(try await take(4, [a, c]) == [])
+            #expect(try await db.scalar("SELECT max(cardinality(job_ids))::int8 FROM push.frequency_ledger") == 1)
+            // Rows whose every slot is out of the window, or whose category is no longer capped, are forgotten.
+            try await db.exec("UPDATE push.frequency_ledger SET sent_at = ARRAY[now() - interval '2 hours'] WHERE person = 'user:u1'")
+            #expect(try await store.forgetExpiredFrequencySlots() == 1)
+            try await db.exec("UPDATE push.apps SET frequency_caps = NULL")
+            #expect(try await store.forgetExpiredFrequencySlots() == 1)
+            #expect(try await db.scalar("SELECT count(*) FROM push.frequency_ledger") == 0)
+        }
+    }
+
+    @Test func aZoneWhoseMomentComesAfterTheJobExpiresIsDueAtTheExpiry() async throws {
+        try await TestDatabase.with { db in
+            try await db.createApp()
+            try await db.exec("""
+                INSERT INTO push.devices (app_id, token, timezone)
+                VALUES ('app', repeat('a', 64), 'Etc/GMT-1'), ('app', repeat('b', 64), 'Etc/GMT+1')
+                """)
+            let store = QueueStore(client: db.client, workerID: "test", logger: db.logger)
+            // 30 minutes from now in UTC+1's wall clock is due then there; UTC-1's is 22.5 hours later, after the expiry.
+            let job = try await db.scalar(PostgresQuery(unsafeSQL: """
+                SELECT push.enqueue('app', \(Self.payload), expires_at => now() + interval '2 hours',
+                                    local_time => ((now() AT TIME ZONE 'Etc/GMT-1') + interval '30 minutes')::time)
+                """))
+            _ = try #require(try await store.expandNextDueJob(chunkSize: 1000, includingSmallJobs: false))
+            let dues = try await db.exec("""
+                SELECT round(extract(epoch FROM c.next_attempt_at - j.created_at) / 60)::int8
+                  FROM push.chunks c JOIN push.jobs j ON j.id = c.job_id WHERE c.job_id = \(job) ORDER BY 1
+                """).map { try $0.decode(Int64.self) }
+            #expect(dues == [30, 120])
+        }
+    }
 }

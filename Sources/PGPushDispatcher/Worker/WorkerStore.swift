@@ -81,6 +81,7 @@ public protocol WorkerMaintenanceStore: Sendable {
     func prune(share: Double, minimumAnswers: Int, batchSize: Int, dryRun: Bool) async throws -> [QueueStore.PrunedDevice]
     func removeStaleDevices(olderThan age: Duration, after: String?, batchSize: Int) async throws -> QueueStore.StaleDeviceBatch
     func removeBadgeSteps(batchSize: Int) async throws -> Int
+    func forgetExpiredFrequencySlots(limit: Int) async throws -> Int
     func expireActivityTokens(lifetime: Duration, batchSize: Int) async throws -> Int
     func backlog() async throws -> [(appID: String, tokens: Int64, oldestAgeSeconds: Double)]
 }

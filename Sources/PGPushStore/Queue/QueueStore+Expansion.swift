@@ -245,7 +245,7 @@ extension QueueStore {
                     jobID: jobID, appID: appID, priority: priority, sendAt: sendAt, localTime: try row[14].decode(String?.self),
                     maxRate: try row[15].decode(Int?.self), spreadOverSeconds: try row[16].decode(Double?.self),
                     quietHours: try row[17].decode(String?.self), defaultTimezone: try row[18].decode(String.self),
-                    appRateLimit: try row[19].decode(Int?.self))
+                    appRateLimit: try row[19].decode(Int?.self), expiresAt: try row[20].decode(Date?.self))
                 let audience = BroadcastAudience(
                     appID: appID, hasAPNs: hasAPNs, hasFCM: hasFCM, hasWeb: hasWeb, userIDs: userIDs, tags: tags,
                     audienceKind: audienceKind, activityType: activityType, activityIDs: activityIDs)

@@ -23,6 +23,9 @@ struct PacedJob: Sendable {
     var defaultTimezone: String
     /// The app's `rate_limit`: the lower of it and the job's rate is the one in effect.
     var appRateLimit: Int?
+    /// A chunk due after the job expires is due at its expiry instead, when its tokens are recorded `Expired`:
+    /// the job ends then, not at a zone's moment long after.
+    var expiresAt: Date?
 
     /// Whether its devices are split by zone: each zone has its own moment.
     var zoned: Bool { localTime != nil || quietHours != nil }
@@ -49,7 +52,7 @@ extension QueueStore {
     /// The columns of `push.jobs j` and `push.apps a` that a paced job's expansion needs, after the others.
     static let pacedJobColumns = """
         j.paced, j.local_time::text, j.max_rate, extract(epoch FROM j.spread_over)::float8,
-        CASE WHEN j.respect_quiet_hours THEN a.quiet_hours END, a.default_timezone, a.rate_limit
+        CASE WHEN j.respect_quiet_hours THEN a.quiet_hours END, a.default_timezone, a.rate_limit, j.expires_at
         """
 
     /// Schedules every chunk of a due paced job, and returns what ``expandNextDueJob(chunkSize:includingSmallJobs:)``
@@ -78,7 +81,8 @@ extension QueueStore {
             rows = try await self.run("""
                 WITH params AS (
                     SELECT \(job.sendAt)::timestamptz AS send_at, \(job.localTime)::time AS local_time,
-                           \(job.quietHours)::text AS quiet_hours, \(rate)::float8 AS rate
+                           \(job.quietHours)::text AS quiet_hours, \(rate)::float8 AS rate,
+                           \(job.expiresAt)::timestamptz AS expires_at
                 ), typed AS (
                     SELECT t.token, t.ord, push.token_platform(t.token, \(audience.hasAPNs), \(audience.hasFCM), \(audience.hasWeb)) AS platform,
                            CASE WHEN \(job.zoned) THEN coalesce(
@@ -106,7 +110,8 @@ extension QueueStore {
             rows = try await self.run("""
                 WITH params AS (
                     SELECT \(job.sendAt)::timestamptz AS send_at, \(job.localTime)::time AS local_time,
-                           \(job.quietHours)::text AS quiet_hours, \(rate)::float8 AS rate
+                           \(job.quietHours)::text AS quiet_hours, \(rate)::float8 AS rate,
+                           \(job.expiresAt)::timestamptz AS expires_at
                 ), numbered AS (
                     SELECT z.token, z.platform, z.zone,
                            row_number() OVER (PARTITION BY z.platform, z.zone ORDER BY z.token) AS n,
@@ -164,7 +169,7 @@ extension QueueStore {
     }
 
     /// The schedule of a paced job's `chunks` (platform, zone, seq_in_zone, lo, hi, tokens, estimated), given
-    /// `params` (send_at, local_time, quiet_hours, rate): each zone's moment, then each chunk's due time and
+    /// `params` (send_at, local_time, quiet_hours, rate, expires_at): each zone's moment, then each chunk's due time and
     /// number in the order of their moments. Chunks of one moment interleave zones and platforms, so a rate
     /// is shared by all of them.
     static let pacedSchedule = """
@@ -179,9 +184,10 @@ extension QueueStore {
             WINDOW o AS (ORDER BY m.moment, c.seq_in_zone, c.zone, c.platform)
         ), scheduled AS (
             SELECT o.*,
-                   CASE WHEN p.rate IS NULL THEN o.moment
-                        ELSE to_timestamp(o.before / p.rate + max(extract(epoch FROM o.moment) - o.before / p.rate)
-                                          OVER (ORDER BY o.seq ROWS UNBOUNDED PRECEDING)) END AS due
+                   least(CASE WHEN p.rate IS NULL THEN o.moment
+                              ELSE to_timestamp(o.before / p.rate + max(extract(epoch FROM o.moment) - o.before / p.rate)
+                                                OVER (ORDER BY o.seq ROWS UNBOUNDED PRECEDING)) END,
+                         p.expires_at) AS due
               FROM ordered o, params p
         )
         """

@@ -64,6 +64,10 @@ extension MaintenanceTask {
             MaintenanceTask(name: "badge steps", interval: every, leaderOnly: true) {
                 _ = try await worker.store.removeBadgeSteps()
             },
+            // A person's frequency-cap slots outside every window no longer count (push.frequency_ledger).
+            MaintenanceTask(name: "frequency slots", interval: every, leaderOnly: true) {
+                _ = try await worker.store.forgetExpiredFrequencySlots(limit: 10_000)
+            },
             // Every worker takes channel requests, a row at a time under a lease: "within seconds" of
             // push.create_channel, even while the leader is busy.
             MaintenanceTask(name: "channel requests", interval: configuration.channelPollInterval, leaderOnly: false) {
