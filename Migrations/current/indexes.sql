@@ -68,6 +68,9 @@ CREATE INDEX devices_by_tag ON push.devices USING gin (tags);
 -- INDEX devices_by_user
 CREATE INDEX devices_by_user ON push.devices USING btree (app_id, user_id) WHERE (user_id IS NOT NULL);
 
+-- INDEX devices_by_zone
+CREATE INDEX devices_by_zone ON push.devices USING btree (app_id, timezone, token);
+
 -- ==== push.job_events_pending ====================================================================
 
 -- INDEX job_events_pending_by_xid

@@ -251,10 +251,16 @@ extension PostgresQuery.StringInterpolation {
         appendLiteral(" OR d.activity_id = ANY ((SELECT j.activity_ids FROM push.jobs j WHERE j.id = ")
         appendInterpolation(chunk.jobID)
         appendLiteral(")::text[]))")
-        // A zone's part of the range: devices without a zone of their own are in the app's default one.
+        // A zone's part of the range: devices without a zone of their own are in the app's default one. Written
+        // as two arms so each is a range of devices_by_zone; the second is read only for the default zone.
         if let zone = chunk.zone {
-            appendLiteral(" AND coalesce(d.timezone, (SELECT a.default_timezone FROM push.apps a WHERE a.id = d.app_id)) = ")
+            appendLiteral(" AND (d.timezone = ")
             appendInterpolation(zone)
+            appendLiteral(" OR (d.timezone IS NULL AND ")
+            appendInterpolation(zone)
+            appendLiteral(" = (SELECT a.default_timezone FROM push.apps a WHERE a.id = ")
+            appendInterpolation(chunk.appID)
+            appendLiteral(")))")
         }
     }
 }
