@@ -200,8 +200,9 @@ ALTER TABLE push.jobs
     -- expanded by the path that schedules them, never as a small job.
     ADD COLUMN paced boolean NOT NULL DEFAULT false;
 
+-- SECURITY DEFINER: a producer inserting a job has no right to read push.apps, whose quiet hours it asks for.
 CREATE FUNCTION push.validate_job_controls() RETURNS trigger
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'push'
     AS $$
 BEGIN

@@ -2057,7 +2057,7 @@ $$;
 
 -- FUNCTION validate_job_controls()
 CREATE FUNCTION push.validate_job_controls() RETURNS trigger
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'push'
     AS $_$
 BEGIN

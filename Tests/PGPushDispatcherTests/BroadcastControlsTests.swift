@@ -60,14 +60,17 @@ extension EndToEndTests {
                 // due 5.9 s after the start.
                 #expect(took >= 5.5 && took < 7.5, "1,501 tokens at max_rate 250 took \(took) s with \(workers) worker(s): \(timeline)")
                 #expect(try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(broadcast)") == 1501)
-                // No second of the run sent more than the rate (plus one chunk's worth of scheduling slack).
-                let busiest = try await fleet.count("""
-                    SELECT max(n)::int8 FROM (
-                        SELECT count(*) AS n FROM push.deliveries d, push.jobs j
-                         WHERE d.job_id = \(broadcast) AND j.id = d.job_id
-                         GROUP BY floor(extract(epoch FROM d.sent_at - j.started_at))) s
+                // By any moment t after the start, at most 250·t tokens (plus a chunk) went out. An outcome is
+                // stamped when its answer arrives, after its send, so answers a busy simulator holds back and
+                // hands over together can only make the count lower, never break the bound.
+                let ahead = try await fleet.count("""
+                    SELECT max(n - 250 * s)::int8 FROM (
+                        SELECT extract(epoch FROM d.sent_at - j.started_at) AS s,
+                               row_number() OVER (ORDER BY d.sent_at) AS n
+                          FROM push.deliveries d JOIN push.jobs j ON j.id = d.job_id
+                         WHERE d.job_id = \(broadcast)) t
                     """)
-                #expect(busiest <= 300, "one second sent \(busiest) tokens at max_rate 250")
+                #expect(ahead <= 50, "\(ahead) tokens ahead of 250 a second")
                 #expect(try await fleet.count("SELECT round(throttle)::int8 FROM push.jobs WHERE id = \(broadcast)") == 250)
             }
         }

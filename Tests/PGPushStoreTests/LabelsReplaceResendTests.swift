@@ -145,10 +145,11 @@ struct LabelsReplaceResendTests {
                 """) == 1)
 
             // Every column the views had keeps its place; the new ones come last, before those of later migrations
-            // (0027's web counts).
+            // (0027's web counts, 0028's broadcast controls).
             for (view, tail) in [
                 ("job_progress", ["cancelled_tokens", "channel", "labels", "replace_key", "replaced_by", "resent_from",
-                                  "web_total", "web_delivered", "web_failed", "web_pending"]),
+                                  "web_total", "web_delivered", "web_failed", "web_pending", "capped", "throttle",
+                                  "estimated_finish_at", "waiting_tokens", "waiting_zones", "waiting_moments"]),
                 ("job_latency", ["enqueue_to_first_send", "enqueue_to_finish", "labels"]),
                 ("job_engagement", ["created_at", "state", "labels"]),
             ] {
