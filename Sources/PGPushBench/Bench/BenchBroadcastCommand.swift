@@ -116,6 +116,9 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
     @Flag(help: "Give the devices locales and the broadcast five locale variants and badge => 'increment' (each device its own message).")
     var perDeviceContent = false
 
+    @Option(help: "The broadcast's own rate (push.enqueue max_rate): the run then measures the pace, not the speed.")
+    var maxRate: Int?
+
     @Option(help: "What answers as APNs: simulator (in-process, checks everything) or nginx (a throwaway nginx that answers 200).")
     var standIn: APNsStandInKind = .simulator
 
@@ -157,6 +160,9 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
             if h2load { throw ValidationError("--h2load measures the APNs endpoint: leave out --web-share") }
         }
         if liveActivity, androidShare > 0 { throw ValidationError("--live-activity is iOS only: leave out --android-share") }
+        if let maxRate, maxRate <= 0 {
+            throw ValidationError("--max-rate must be a positive number of notifications a second")
+        }
         if liveActivity, perDeviceContent {
             throw ValidationError("--per-device-content increments badges, and a Live Activity has none: pick one")
         }
@@ -227,6 +233,7 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
         BenchBroadcastPlan(
             devices: devices, workers: workers, latencySamples: latencySamples, timeout: .seconds(fromOption: timeout),
             androidShare: androidShare, webShare: webShare, liveActivity: liveActivity, perDeviceContent: perDeviceContent,
+            maxRate: maxRate,
             simulatorLatency: simulatorEndpoint == nil && standIn == .simulator ? try simulatorLatency.latency : nil,
             h2load: h2load ? H2LoadBaseline(requests: devices) : nil,
             progress: json ? nil : FileHandle.standardError)

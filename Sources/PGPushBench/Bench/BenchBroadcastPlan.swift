@@ -18,6 +18,8 @@ struct BenchBroadcastPlan: Sendable {
     /// Whether the devices have locales and the broadcast has locale variants and increments their badges
     /// (``BroadcastRig/localizedAlerts``, ``BroadcastRig/deviceLocales``).
     var perDeviceContent = false
+    /// The job's own rate (`push.enqueue(..., max_rate => N)`), or `nil` for as fast as the app goes.
+    var maxRate: Int?
     /// The in-process simulator's answer delay, for the report; `nil` with an external simulator.
     var simulatorLatency: SimulatorLatency?
     /// h2load against the same endpoint before the broadcast, for the ratio; `nil` skips it.
@@ -50,7 +52,7 @@ struct BenchBroadcastPlan: Sendable {
         // Phase 1: the broadcast, measured by the database's own timestamps.
         try rig.startWorkers(workers)
         let job = liveActivity
-            ? try await rig.enqueueActivityUpdate() : try await rig.enqueue(perDeviceContent: perDeviceContent)
+            ? try await rig.enqueueActivityUpdate() : try await rig.enqueue(perDeviceContent: perDeviceContent, maxRate: maxRate)
         var printer = progress.map(ProgressPrinter.init(handle:))
         let final = try await rig.waitForJob(job, interval: .milliseconds(250), timeout: deadline - clock.now) {
             snapshot, seconds in printer?.show(snapshot, atSeconds: seconds)

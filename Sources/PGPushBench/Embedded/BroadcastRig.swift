@@ -311,11 +311,15 @@ final class BroadcastRig: @unchecked Sendable {
 
     /// Enqueues a broadcast to every device of the app (or to those of `userIDs`, or those with all of `tags`)
     /// and returns the job id. With `perDeviceContent`, each device gets its locale's variant
-    /// (``localizedAlerts``) and its own badge counter plus one (`badge => 'increment'`).
-    func enqueue(userIDs: [String]? = nil, tags: [String]? = nil, priority: Int = 0, perDeviceContent: Bool = false) async throws -> Int64 {
+    /// (``localizedAlerts``) and its own badge counter plus one (`badge => 'increment'`); with `maxRate`, the job
+    /// goes at most that many notifications a second across the workers (`max_rate`).
+    func enqueue(
+        userIDs: [String]? = nil, tags: [String]? = nil, priority: Int = 0, perDeviceContent: Bool = false, maxRate: Int? = nil
+    ) async throws -> Int64 {
         guard let job = try await database.enqueue(
             appID: appID, payload: Self.payload, userIDs: userIDs, tags: tags, priority: priority,
-            localized: perDeviceContent ? Self.localizedAlerts : nil, badge: perDeviceContent ? "increment" : nil)
+            localized: perDeviceContent ? Self.localizedAlerts : nil, badge: perDeviceContent ? "increment" : nil,
+            maxRate: maxRate)
         else { throw EmbeddedError("push.enqueue returned nothing") }
         return job
     }

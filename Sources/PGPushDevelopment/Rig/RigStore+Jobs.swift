@@ -21,12 +21,12 @@ extension RigStore {
     /// per-device content.
     public func enqueue(
         appID: String, payload: String, userIDs: [String]? = nil, tags: [String]? = nil, priority: Int = 0,
-        pushType: String? = nil, localized: String? = nil, badge: String? = nil
+        pushType: String? = nil, localized: String? = nil, badge: String? = nil, maxRate: Int? = nil
     ) async throws -> Int64? {
         try await run("""
             SELECT push.enqueue(\(appID), \(payload)::jsonb, user_ids => \(userIDs), tags => \(tags),
                                 priority => \(priority)::int, push_type => \(pushType)::text,
-                                localized => \(localized)::jsonb, badge => \(badge)::text)
+                                localized => \(localized)::jsonb, badge => \(badge)::text, max_rate => \(maxRate)::int)
             """).first?.decode(Int64.self)
     }
 
