@@ -44,6 +44,7 @@ final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
     private var started = false
     private var inactive = false
     private var readSinceFlush = false
+    private var goAwayReceived = false
     private var firstError: String?
     private var tlsRefusal: TLSRefusal?
 
@@ -148,8 +149,12 @@ final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
         }
         if let output { context.writeAndFlush(wrapOutboundOut(output), promise: nil) }
         if !session.isAlive, !inactive {
+            // After the server's GOAWAY this is the drained connection's end; otherwise nghttp2 found a protocol
+            // error and has sent its own GOAWAY.
             acceptsStreams = false
-            if firstError == nil { firstError = "the HTTP/2 session ended" }
+            if firstError == nil {
+                firstError = goAwayReceived ? "closed after the server's GOAWAY, no stream left" : "nghttp2 ended the HTTP/2 session (protocol error)"
+            }
             context.close(promise: nil)
         }
     }
@@ -267,6 +272,7 @@ final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
             onEvent(.settings(maxConcurrentStreams: limit))
         case NGHTTP2_GOAWAY.rawValue:
             acceptsStreams = false
+            goAwayReceived = true
             let goAway = frame.pointee.goaway
             let debug = goAway.opaque_data.map { String(decoding: UnsafeBufferPointer(start: $0, count: goAway.opaque_data_len), as: UTF8.self) }
             onEvent(.goAway(lastStreamID: Int(goAway.last_stream_id), errorCode: goAway.error_code, debugData: debug))
