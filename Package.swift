@@ -82,6 +82,12 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
+        // libnghttp2, the HTTP/2 engine h2load runs on, as a second engine for the transport under NIO SSL
+        // (``HTTP2Engine``). Found with pkg-config; Debian 12 ships 1.52.
+        .systemLibrary(
+            name: "CNGHTTP2", path: "Sources/CNGHTTP2", pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"]), .brew(["nghttp2"])]
+        ),
         .target(
             name: "PGPushCore",
             dependencies: [
@@ -94,6 +100,7 @@ let package = Package(
             name: "PGPushTransport",
             dependencies: [
                 "PGPushCore",
+                "CNGHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 // The HTTP proxy's CONNECT handshake (Connection/HTTPConnectTunnel.swift).

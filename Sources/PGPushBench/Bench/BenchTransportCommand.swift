@@ -52,6 +52,12 @@ struct BenchTransportCommand: AsyncParsableCommand {
     )
     var taskPerRequest = false
 
+    @Option(
+        name: .customLong("http2-engine"),
+        help: "The transport's HTTP/2 engine: nio or nghttp2 (default: $PGPUSH_HTTP2_ENGINE, else nio)."
+    )
+    var http2Engine: HTTP2Engine?
+
     @Option(name: .customLong("team-id"), help: "Token auth: the 10-character team id.")
     var teamID: String?
 
@@ -140,6 +146,7 @@ struct BenchTransportCommand: AsyncParsableCommand {
         var configuration = HTTP2ClientConfiguration(endpoint: try ProviderEndpoint(url: endpoint))
         configuration.additionalTrustRootsPEMFile = caFile
         configuration.connectionsPerPool = connections
+        if let http2Engine { configuration.http2Engine = http2Engine }
         let group: MultiThreadedEventLoopGroup =
             eventLoopThreads.map { MultiThreadedEventLoopGroup(numberOfThreads: max(1, $0)) } ?? .singleton
         let pool = try HTTP2ConnectionPool(
@@ -185,6 +192,7 @@ struct BenchTransportCommand: AsyncParsableCommand {
         let statistics = pool.statistics
         var report = TransportBenchReport(
             endpoint: configuration.endpoint.description,
+            http2Engine: configuration.http2Engine.rawValue,
             connections: connections,
             concurrency: callers,
             requested: count,
@@ -252,6 +260,8 @@ struct BenchTransportCommand: AsyncParsableCommand {
         return tokens
     }
 }
+
+extension HTTP2Engine: ExpressibleByArgument {}
 
 /// The shared work list: request i goes to token i (cycling through a tokens file, or a fresh random token).
 final class TransportBenchPlan: Sendable {

@@ -69,6 +69,8 @@ struct TransportBenchTally: Sendable {
 /// The result printed by `pgpush bench transport`.
 struct TransportBenchReport: Codable {
     var endpoint: String
+    /// The transport's HTTP/2 engine (``HTTP2Engine``): nio or nghttp2.
+    var http2Engine: String
     var connections: Int
     var concurrency: Int
     var requested: Int
@@ -98,6 +100,7 @@ struct TransportBenchReport: Codable {
     var text: String {
         var lines = [
             "endpoint            \(endpoint)",
+            "HTTP/2 engine       \(http2Engine)",
             "connections         \(connections)   concurrency \(concurrency)",
             "sent                \(completed) of \(requested)\(timedOut ? " (stopped by --timeout)" : "")",
             "elapsed             \(String(format: "%.3f", elapsedSeconds)) s",
@@ -111,7 +114,7 @@ struct TransportBenchReport: Codable {
         if let h2loadRequestsPerSecond, let shareOfH2Load {
             lines.insert(
                 "h2load -c4 -m100    \(String(format: "%.0f", h2loadRequestsPerSecond)) requests/s   pgpush ÷ h2load \(String(format: "%.2f", shareOfH2Load))",
-                at: 5)
+                at: 6)
         }
         for (key, value) in outcomes.sorted(by: { $0.value > $1.value }) {
             lines.append("  \(key.padding(toLength: 32, withPad: " ", startingAt: 0)) \(value)")

@@ -15,7 +15,8 @@ import Synchronization
 final class HTTP2Connection: Sendable {
     let id: Int
     let channel: any Channel
-    private let dispatcher: NIOLoopBound<HTTP2StreamDispatcher>
+    /// The handler that speaks HTTP/2 for the channel: NIO's stream dispatcher or the nghttp2 session.
+    private let engine: NIOLoopBound<any HTTP2StreamEngine>
     private let submissions = Mutex(Submissions())
 
     private struct Submissions {
@@ -25,10 +26,10 @@ final class HTTP2Connection: Sendable {
 
     var eventLoop: any EventLoop { channel.eventLoop }
 
-    private init(id: Int, channel: any Channel, dispatcher: NIOLoopBound<HTTP2StreamDispatcher>) {
+    private init(id: Int, channel: any Channel, engine: NIOLoopBound<any HTTP2StreamEngine>) {
         self.id = id
         self.channel = channel
-        self.dispatcher = dispatcher
+        self.engine = engine
     }
 
     /// Opens TCP, then TLS (ALPN h2, full verification), then HTTP/2. Returns once TCP is up; the
@@ -46,6 +47,7 @@ final class HTTP2Connection: Sendable {
         eventLoop: any EventLoop,
         connectTimeout: Duration,
         requestTimeout: TimeAmount,
+        engine engineKind: HTTP2Engine = .nio,
         proxy: HTTPProxyConfiguration? = nil,
         logger: Logger? = nil,
         onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
@@ -53,7 +55,7 @@ final class HTTP2Connection: Sendable {
         let install: @Sendable (any Channel) throws -> Void = { channel in
             try installHTTP2(
                 on: channel, endpoint: endpoint, rules: rules, sslContext: sslContext, requestTimeout: requestTimeout,
-                onEvent: onEvent)
+                engine: engineKind, onEvent: onEvent)
         }
         let channel: any Channel
         if let proxy, proxy.tunnels(to: endpoint.host) {
@@ -83,27 +85,58 @@ final class HTTP2Connection: Sendable {
                 }
             channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
         }
-        let dispatcher = try await channel.eventLoop.submit {
-            NIOLoopBound(
-                try channel.pipeline.syncOperations.handler(type: HTTP2StreamDispatcher.self),
-                eventLoop: channel.eventLoop
-            )
+        let engine = try await channel.eventLoop.submit {
+            let sync = channel.pipeline.syncOperations
+            let engine: any HTTP2StreamEngine =
+                switch engineKind {
+                case .nio: try sync.handler(type: HTTP2StreamDispatcher.self)
+                case .nghttp2: try sync.handler(type: NGHTTP2StreamEngine.self)
+                }
+            return NIOLoopBound(engine, eventLoop: channel.eventLoop)
         }.get()
-        return HTTP2Connection(id: id, channel: channel, dispatcher: dispatcher)
+        return HTTP2Connection(id: id, channel: channel, engine: engine)
     }
 
-    /// TLS (ALPN h2, full verification), HTTP/2 and the stream dispatcher, on a channel that reaches `endpoint`
-    /// (directly or through a proxy's tunnel). Runs on the channel's event loop.
+    /// TLS (ALPN h2, full verification) and the HTTP/2 engine, on a channel that reaches `endpoint` (directly
+    /// or through a proxy's tunnel). Runs on the channel's event loop.
     private static func installHTTP2(
         on channel: any Channel,
         endpoint: ProviderEndpoint,
         rules: any HTTP2ProviderRules,
         sslContext: NIOSSLContext,
         requestTimeout: TimeAmount,
+        engine engineKind: HTTP2Engine,
         onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
     ) throws {
         // For an IP literal no SNI is sent and the certificate is checked against the IP SAN.
         let serverHostname: String? = endpoint.hostIsIPAddress ? nil : endpoint.host
+        let sync = channel.pipeline.syncOperations
+        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+        let results = HTTP2DeferredResults(eventLoop: channel.eventLoop)
+        let engine: any HTTP2StreamEngine
+        switch engineKind {
+        case .nio:
+            engine = try installNIOHTTP2(on: sync, rules: rules, results: results, onEvent: onEvent)
+        case .nghttp2:
+            let session = try NGHTTP2StreamEngine(rules: rules, results: results, onEvent: onEvent)
+            try sync.addHandler(session)
+            engine = session
+        }
+        let interval = HTTP2StreamDispatcher.sweepInterval(forTimeout: requestTimeout)
+        let boundEngine = NIOLoopBound(engine, eventLoop: channel.eventLoop)
+        let sweep = channel.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            boundEngine.value.sweepDeadlines(now: .now())
+        }
+        channel.closeFuture.whenComplete { _ in sweep.cancel() }
+    }
+
+    /// NIO HTTP/2's handler and pgpush's frame-level stream dispatcher after it.
+    private static func installNIOHTTP2(
+        on sync: ChannelPipeline.SynchronousOperations,
+        rules: any HTTP2ProviderRules,
+        results: HTTP2DeferredResults,
+        onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
+    ) throws -> HTTP2StreamDispatcher {
         var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
         connectionConfiguration.initialSettings = [
             HTTP2Setting(parameter: .enablePush, value: 0),
@@ -114,20 +147,11 @@ final class HTTP2Connection: Sendable {
         // and collapse ids), and of a response only :status and the provider's few headers are read, leniently; re-validating
         // every header block in both directions cost ~4 % of a request.
         connectionConfiguration.headerBlockValidation = .disabled
-        let sync = channel.pipeline.syncOperations
-        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
         // No stream multiplexer: the dispatcher speaks frames (see HTTP2StreamDispatcher).
         try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: connectionConfiguration))
-        let dispatcher = HTTP2StreamDispatcher(
-            rules: rules, results: HTTP2DeferredResults(eventLoop: channel.eventLoop), onEvent: onEvent
-        )
+        let dispatcher = HTTP2StreamDispatcher(rules: rules, results: results, onEvent: onEvent)
         try sync.addHandler(dispatcher)
-        let interval = HTTP2StreamDispatcher.sweepInterval(forTimeout: requestTimeout)
-        let boundDispatcher = NIOLoopBound(dispatcher, eventLoop: channel.eventLoop)
-        let sweep = channel.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-            boundDispatcher.value.sweepDeadlines(now: .now())
-        }
-        channel.closeFuture.whenComplete { _ in sweep.cancel() }
+        return dispatcher
     }
 
     /// Queues the requests for the next batch; each one's `onResult` runs on the event loop exactly once.
@@ -149,14 +173,15 @@ final class HTTP2Connection: Sendable {
             defer { submissions.pending.removeAll(keepingCapacity: true) }
             return submissions.pending
         }
-        dispatcher.value.open(batch)
+        engine.value.open(batch)
     }
 
     func sendPing(_ payload: UInt64) {
-        channel.writeAndFlush(
-            HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: payload), ack: false)),
-            promise: nil
-        )
+        if eventLoop.inEventLoop {
+            engine.value.sendPing(payload)
+        } else {
+            eventLoop.execute { self.engine.value.sendPing(payload) }
+        }
     }
 
     func close() {

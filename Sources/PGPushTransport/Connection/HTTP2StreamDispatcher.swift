@@ -28,7 +28,7 @@ struct HTTP2PendingStream {
 /// it anyway and hold the DATA frame back, but it releases held frames in hash order, not stream order, so
 /// the server answers out of order, and NIO's stream maps remove an out-of-order stream in linear time:
 /// with a thousand streams in flight that cost more than the request itself.
-final class HTTP2StreamDispatcher: ChannelInboundHandler {
+final class HTTP2StreamDispatcher: ChannelInboundHandler, HTTP2StreamEngine {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
@@ -183,6 +183,13 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler {
             context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
         }
         context.flush()
+    }
+
+    func sendPing(_ payload: UInt64) {
+        context?.writeAndFlush(
+            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: payload), ack: false))),
+            promise: nil
+        )
     }
 
     /// How often a connection sweeps for a given request timeout: a tenth of it, between 10 ms and 1 s.

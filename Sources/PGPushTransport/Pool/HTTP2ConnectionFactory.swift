@@ -45,6 +45,7 @@ struct HTTP2TLSConnectionFactory: HTTP2ConnectionFactory {
                 eventLoop: eventLoopGroup.next(),
                 connectTimeout: configuration.connectTimeout,
                 requestTimeout: .nanoseconds(configuration.requestTimeout.nanosecondsInt64),
+                engine: configuration.http2Engine,
                 proxy: configuration.proxy,
                 logger: logger,
                 onEvent: onEvent

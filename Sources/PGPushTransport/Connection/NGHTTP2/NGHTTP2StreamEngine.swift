@@ -1,0 +1,321 @@
+import CNGHTTP2
+import NIOCore
+import NIOHPACK
+import PGPushCore
+
+/// The connection's one handler after NIO SSL when the engine is ``HTTP2Engine/nghttp2``: it owns an
+/// `nghttp2_session`. Decrypted bytes go in through `mem_recv`; the frames the session has ready go out
+/// through `mem_send`, gathered into one buffer per flush; requests go in through `submit_request`; the
+/// session's callbacks match answers to requests. Results reach the pool as the NIO engine's do, deferred
+/// through ``HTTP2DeferredResults``, so the pool and its state machines cannot tell the engines apart.
+///
+/// libnghttp2 answers PING and SETTINGS, returns flow-control credit, holds DATA back for the send window
+/// and closes the streams a GOAWAY dropped (as REFUSED_STREAM). Only the connection's event loop touches it.
+final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    struct OpenStream {
+        var onResult: @Sendable (HTTP2StreamResult) -> Void
+        var deadline: NIODeadline
+        var maximumBodyBytes: Int
+        var keepsBody: Bool
+        /// The request's body, until the data provider has handed all of it to the session.
+        var requestBody: [UInt8]
+        var requestBodySent = 0
+        var status: Int?
+        /// The response's first header block; the provider's rules read it once the answer is complete.
+        var headers = HPACKHeaders()
+        var firstBlockComplete = false
+        var sawHeadersWithoutStatus = false
+        var body: [UInt8] = []
+        /// The session could not send the HEADERS (a GOAWAY came first): nothing reached the wire.
+        var notSent = false
+    }
+
+    private let onEvent: @Sendable (HTTP2ConnectionEvent) -> Void
+    let rules: any HTTP2ProviderRules
+    private let results: HTTP2DeferredResults
+    private var session: NGHTTP2Session!
+    private var context: ChannelHandlerContext?
+    private var streams: [Int32: OpenStream] = [:]
+    private var headerBlock = NGHTTP2HeaderBlock()
+    private var acceptsStreams = true
+    private var started = false
+    private var inactive = false
+    private var readSinceFlush = false
+    private var goAwayReceived = false
+    private var firstError: String?
+    private var tlsRefusal: TLSRefusal?
+
+    init(
+        rules: any HTTP2ProviderRules, results: HTTP2DeferredResults,
+        onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
+    ) throws {
+        self.rules = rules
+        self.results = results
+        self.onEvent = onEvent
+        streams.reserveCapacity(1024)
+        // Unretained: the pipeline and the connection keep the engine alive for as long as the session.
+        session = try NGHTTP2Session(userData: Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    // MARK: - Channel
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        // Behind a proxy's tunnel the channel is already active when the handler is added.
+        if context.channel.isActive { start(context: context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context: context)
+        context.fireChannelActive()
+    }
+
+    /// The preface and SETTINGS; NIO SSL holds them until its handshake is done.
+    private func start(context: ChannelHandlerContext) {
+        guard !started else { return }
+        started = true
+        do {
+            try session.submitSettings([
+                (NGHTTP2_SETTINGS_ENABLE_PUSH, 0),
+                (NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 0),
+                (NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16_384),
+            ])
+        } catch {
+            fail(error, context: context)
+            return
+        }
+        flushOutput(context: context)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !inactive else { return }
+        do {
+            try session.receive(unwrapInboundIn(data))
+        } catch {
+            fail(error, context: context)
+            return
+        }
+        readSinceFlush = true
+    }
+
+    /// Whatever the reads asked for (SETTINGS and PING ACKs, WINDOW_UPDATEs) goes out in one write.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if readSinceFlush, !inactive {
+            readSinceFlush = false
+            flushOutput(context: context)
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        fail(error, context: context)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        inactive = true
+        acceptsStreams = false
+        let open = streams
+        streams.removeAll()
+        // The session is not fed again, so it reports none of these itself.
+        for (streamID, stream) in open {
+            report(endWithoutResponse(stream, streamID: streamID, resetCode: nil), to: stream.onResult)
+        }
+        onEvent(.closed(error: firstError, tlsRefusal: tlsRefusal))
+        context.fireChannelInactive()
+    }
+
+    private func fail(_ error: any Error, context: ChannelHandlerContext) {
+        if firstError == nil { firstError = String(describing: error) }
+        if tlsRefusal == nil { tlsRefusal = TLSRefusal(error) }
+        acceptsStreams = false
+        context.close(promise: nil)
+    }
+
+    /// Writes what the session has ready, as one buffer, and closes the channel once the session is over.
+    private func flushOutput(context: ChannelHandlerContext) {
+        var output: ByteBuffer?
+        do {
+            try session.send(into: &output, allocator: context.channel.allocator)
+        } catch {
+            fail(error, context: context)
+            return
+        }
+        if let output { context.writeAndFlush(wrapOutboundOut(output), promise: nil) }
+        if !session.isAlive, !inactive {
+            // After the server's GOAWAY this is the drained connection's end; otherwise nghttp2 found a protocol
+            // error and has sent its own GOAWAY.
+            acceptsStreams = false
+            if firstError == nil {
+                firstError = goAwayReceived ? "closed after the server's GOAWAY, no stream left" : "nghttp2 ended the HTTP/2 session (protocol error)"
+            }
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: - Requests
+
+    func open(_ batch: [HTTP2PendingStream]) {
+        guard let context, context.channel.isActive, acceptsStreams else {
+            for pending in batch { reportNotSent(pending) }
+            return
+        }
+        let now = NIODeadline.now()
+        var idsUsedUp = false
+        for pending in batch {
+            let streamID = headerBlock.withPairs(of: pending.headers) { pairs, count in
+                session.submitRequest(pairs, count: count, hasBody: !pending.body.isEmpty)
+            }
+            guard streamID > 0 else {
+                // Stream ids used up (after about a billion requests): the pool replaces the connection.
+                if streamID == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue { idsUsedUp = true }
+                reportNotSent(pending)
+                continue
+            }
+            streams[streamID] = OpenStream(
+                onResult: pending.onResult, deadline: now + pending.timeout, maximumBodyBytes: pending.maximumBodyBytes,
+                keepsBody: pending.keepsBody, requestBody: pending.body)
+        }
+        flushOutput(context: context)
+        if idsUsedUp, acceptsStreams {
+            acceptsStreams = false
+            context.close(mode: .all, promise: nil)
+        }
+    }
+
+    func sweepDeadlines(now: NIODeadline) {
+        guard let context, !streams.isEmpty else { return }
+        let expired = streams.compactMap { $0.value.deadline <= now ? $0.key : nil }
+        guard !expired.isEmpty else { return }
+        for streamID in expired {
+            guard let stream = streams.removeValue(forKey: streamID) else { continue }
+            report(.timedOut, to: stream.onResult)
+            // Frees the server's slot; the session's close callback then finds no stream and says nothing.
+            session.resetStream(streamID, errorCode: NGHTTP2_CANCEL)
+        }
+        flushOutput(context: context)
+    }
+
+    func sendPing(_ payload: UInt64) {
+        guard let context, !inactive else { return }
+        session.ping(payload)
+        flushOutput(context: context)
+    }
+
+    private func reportNotSent(_ pending: HTTP2PendingStream) {
+        report(.closed(streamID: nil, resetCode: nil, sawHeadersWithoutStatus: false), to: pending.onResult)
+    }
+
+    private func report(_ result: HTTP2StreamResult, to onResult: @escaping @Sendable (HTTP2StreamResult) -> Void) {
+        results.deliver(result, to: onResult)
+    }
+
+    // MARK: - Session callbacks
+
+    func readBody(streamID: Int32, into buffer: UnsafeMutableBufferPointer<UInt8>, flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let index = streams.index(forKey: streamID) else {
+            return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        }
+        let sent = streams.values[index].requestBodySent
+        let count = streams.values[index].requestBody.withUnsafeBufferPointer { body in
+            let count = min(body.count - sent, buffer.count)
+            if count > 0 { buffer.baseAddress!.update(from: body.baseAddress! + sent, count: count) }
+            return count
+        }
+        streams.values[index].requestBodySent += count
+        if streams.values[index].requestBodySent == streams.values[index].requestBody.count {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            streams.values[index].requestBody = []
+        }
+        return count
+    }
+
+    func headerReceived(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        guard let index = streams.index(forKey: streamID), !streams.values[index].firstBlockComplete else { return }
+        // Trailers never carry :status; only the first block with one sets it, as with the NIO engine.
+        if streams.values[index].status == nil, name.elementsEqual(":status".utf8) {
+            streams.values[index].status = Int(String(decoding: value, as: UTF8.self))
+        }
+        streams.values[index].headers.add(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
+    }
+
+    func dataReceived(streamID: Int32, bytes: UnsafeBufferPointer<UInt8>) {
+        guard let index = streams.index(forKey: streamID) else { return }
+        let room = streams.values[index].maximumBodyBytes - streams.values[index].body.count
+        if room > 0 { streams.values[index].body.append(contentsOf: bytes.prefix(room)) }
+    }
+
+    func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        let header = frame.pointee.hd
+        switch UInt32(header.type) {
+        case NGHTTP2_HEADERS.rawValue:
+            guard let index = streams.index(forKey: header.stream_id), !streams.values[index].firstBlockComplete else { return }
+            if streams.values[index].status == nil {
+                streams.values[index].sawHeadersWithoutStatus = true
+                streams.values[index].headers = HPACKHeaders()
+            } else {
+                streams.values[index].firstBlockComplete = true
+            }
+        case NGHTTP2_SETTINGS.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
+            let settings = frame.pointee.settings
+            var limit: Int?
+            for entry in UnsafeBufferPointer(start: settings.iv, count: settings.niv)
+            where entry.settings_id == Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue) {
+                limit = Int(entry.value)
+            }
+            onEvent(.settings(maxConcurrentStreams: limit))
+        case NGHTTP2_GOAWAY.rawValue:
+            acceptsStreams = false
+            goAwayReceived = true
+            let goAway = frame.pointee.goaway
+            let debug = goAway.opaque_data.map { String(decoding: UnsafeBufferPointer(start: $0, count: goAway.opaque_data_len), as: UTF8.self) }
+            onEvent(.goAway(lastStreamID: Int(goAway.last_stream_id), errorCode: goAway.error_code, debugData: debug))
+        case NGHTTP2_PING.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
+            var payload: UInt64 = 0
+            withUnsafeMutableBytes(of: &payload) { target in
+                withUnsafeBytes(of: frame.pointee.ping.opaque_data) { target.copyMemory(from: $0) }
+            }
+            onEvent(.pingAck(UInt64(bigEndian: payload)))
+        default:
+            break
+        }
+    }
+
+    func requestNotSent(streamID: Int32) {
+        guard let index = streams.index(forKey: streamID) else { return }
+        streams.values[index].notSent = true
+    }
+
+    func streamClosed(streamID: Int32, errorCode: UInt32) {
+        guard let stream = streams.removeValue(forKey: streamID) else { return }
+        if stream.notSent {
+            report(.closed(streamID: nil, resetCode: nil, sawHeadersWithoutStatus: false), to: stream.onResult)
+        } else if errorCode == NGHTTP2_NO_ERROR.rawValue {
+            // END_STREAM from the server: the answer is complete.
+            report(response(of: stream, streamID: streamID), to: stream.onResult)
+        } else {
+            report(.closed(streamID: Int(streamID), resetCode: errorCode, sawHeadersWithoutStatus: stream.sawHeadersWithoutStatus), to: stream.onResult)
+        }
+    }
+
+    // MARK: - Results
+
+    /// A stream that ended without a clean close: a response if its status arrived and nothing reset it.
+    private func endWithoutResponse(_ stream: OpenStream, streamID: Int32, resetCode: UInt32?) -> HTTP2StreamResult {
+        if stream.status != nil, resetCode == nil { return response(of: stream, streamID: streamID) }
+        return .closed(streamID: Int(streamID), resetCode: resetCode, sawHeadersWithoutStatus: stream.sawHeadersWithoutStatus)
+    }
+
+    private func response(of stream: OpenStream, streamID: Int32) -> HTTP2StreamResult {
+        guard let status = stream.status else {
+            return .closed(streamID: Int(streamID), resetCode: nil, sawHeadersWithoutStatus: true)
+        }
+        return .response(rules.response(status: status, headers: stream.headers, body: stream.body, keepsBody: stream.keepsBody))
+    }
+}
