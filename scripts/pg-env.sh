@@ -32,6 +32,15 @@ pg_ensure_installed() {
     export PG_BIN
 }
 
+# The HTTP/2 engine's C library (libnghttp2, the CNGHTTP2 system library target): its headers and pkg-config
+# file, which every build needs.
+nghttp2_ensure_installed() {
+    if ! pkg-config --exists libnghttp2 2>/dev/null; then
+        echo "pgpush: libnghttp2 headers not found; installing libnghttp2-dev and pkg-config from Debian" >&2
+        apt_install libnghttp2-dev pkg-config
+    fi
+}
+
 pg_free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
