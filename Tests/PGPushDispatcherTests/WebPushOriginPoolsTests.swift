@@ -90,6 +90,12 @@ struct WebPushOriginPoolsTests {
                 return
             }
             #expect(pool.statistics.requestsSent == 40, "\(pool.statistics)")
+            // Its few long-lived connections all come up, whatever number of streams the push service allows.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while pool.statistics.connectionsReady < 4, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(pool.statistics.connectionsReady == 4, "\(pool.statistics)")
             #expect(simulator.ledger.acceptedCount(over: .http2) == 41)
             // Decrypted with the subscription's keys, with the headers a push service reads.
             #expect(simulator.ledger.entries.allSatisfy { $0.plaintextString == #"{"title":"Hi"}"# && $0.urgency == .high })
