@@ -16,7 +16,7 @@ struct WebPushRequest: PushRequest {
     var urgency: WebPushUrgency?
     var topic: WebPushTopic?
 
-    // A Web Push request is made by AsyncHTTPClient, not by the HTTP/2 pool: these are never read.
+    // The client makes the request a push service gets (WebPushWireRequest, or AsyncHTTPClient's): never read.
     func headers(authority: String, authorization: String?) -> HPACKHeaders { [:] }
     var body: [UInt8] { plaintext }
     static var keepsResponseBody: Bool { false }
@@ -32,8 +32,9 @@ struct WebPushRequest: PushRequest {
 
 /// An app's Web Push sender, as the worker's other providers have a connection pool: each request is
 /// encrypted, signed with the app's VAPID key and sent through the worker's one ``WebPushClient``, whose
-/// connections per push-service origin every app shares. Requests run concurrently, each in its own task
-/// (encryption is the costly part and spreads over the cores); the app's gate bounds how many.
+/// connections per push-service origin every app shares. A batch is cut into slices of ``sliceSize``, each in
+/// its own task (encryption is the costly part and spreads over the cores); the app's gate bounds how many
+/// requests are in flight.
 final class WebPushPool: PushConnectionPool {
     private let client: WebPushClient
     private let signer: VAPIDSigner
@@ -45,25 +46,59 @@ final class WebPushPool: PushConnectionPool {
         self.now = now
     }
 
+    /// Requests encrypted together in one job on NIO's thread pool and started together: enough that a
+    /// write carries many, few enough that a batch's slices keep every core encrypting.
+    static let sliceSize = 16
+
     func start(_ batch: [PushSubmission]) async {
-        for submission in batch {
-            Task { submission.onOutcome(await self.send(submission.request)) }
+        var start = batch.startIndex
+        while start < batch.endIndex {
+            let slice = Array(batch[start..<min(start + Self.sliceSize, batch.endIndex)])
+            start += Self.sliceSize
+            Task { await self.sendSlice(slice) }
         }
     }
 
-    func send(_ request: some PushRequest) async -> ProviderOutcome {
-        guard let request = request as? WebPushRequest else {
-            return .noResponse(.notSent(reason: "NotAWebPushRequest"))
+    /// Sends a slice of a batch through the client; each submission's outcome comes once.
+    private func sendSlice(_ slice: [PushSubmission]) async {
+        var deliveries: [WebPushDelivery] = []
+        deliveries.reserveCapacity(slice.count)
+        let now = now()
+        for submission in slice {
+            switch message(for: submission.request, now: now) {
+            case .success(let message):
+                deliveries.append(WebPushDelivery(message: message) { submission.onOutcome(Self.outcome(of: $0)) })
+            case .failure(let refusal):
+                submission.onOutcome(refusal.outcome)
+            }
         }
-        guard let keys = request.keys else { return .noResponse(.notSent(reason: Self.unknownSubscription)) }
-        let message: WebPushMessage
+        await client.start(deliveries, signer: signer)
+    }
+
+    func send(_ request: some PushRequest) async -> ProviderOutcome {
+        switch message(for: request, now: now()) {
+        case .success(let message): Self.outcome(of: await client.send(message, signer: signer))
+        case .failure(let refusal): refusal.outcome
+        }
+    }
+
+    /// Why a request is not sent at all, as its outcome.
+    private struct Refusal: Error {
+        var outcome: ProviderOutcome
+    }
+
+    /// The message for `request`, or why there is none.
+    private func message(for request: some PushRequest, now: Date) -> Result<WebPushMessage, Refusal> {
+        guard let request = request as? WebPushRequest else {
+            return .failure(Refusal(outcome: .noResponse(.notSent(reason: "NotAWebPushRequest"))))
+        }
+        guard let keys = request.keys else { return .failure(Refusal(outcome: .noResponse(.notSent(reason: Self.unknownSubscription)))) }
         do {
-            message = try request.message(now: now(), keys: keys)
+            return .success(try request.message(now: now, keys: keys))
         } catch {
             // Checked at registration: only a damaged row gets here.
-            return .noResponse(.notSent(reason: "InvalidSubscription"))
+            return .failure(Refusal(outcome: .noResponse(.notSent(reason: "InvalidSubscription"))))
         }
-        return Self.outcome(of: await client.send(message, signer: signer))
     }
 
     /// The connections belong to the shared client, which the worker closes: nothing to keep here.
