@@ -56,14 +56,13 @@ struct ChunkProcessor: Sendable {
                 tokens = kept.map { tokens[$0] }
             }
         }
-        guard capped.isEmpty else {
-            var completion = try await send(chunk, tokens: tokens, contents: contents, room: room, verdicts: verdicts)
+        var completion = try await send(chunk, tokens: tokens, contents: contents, room: room, verdicts: verdicts)
+        if !capped.isEmpty {
             let now = runtime.now()
             completion.outcomes += capped.map { notSent($0, reason: ChunkCompletion.frequencyCappedReason, chunk: chunk, at: now) }
             completion.readTokens = completion.readTokens.map { $0 + capped.count }
-            return completion
         }
-        return try await send(chunk, tokens: tokens, contents: contents, room: room, verdicts: verdicts)
+        return completion
     }
 
     /// Sends the tokens of a chunk that are to go out, and waits for their answers.

@@ -239,6 +239,10 @@ extension QueueStore {
             let (activityIDs, activityType, audienceKind) =
                 (try row[9].decode([String]?.self), try row[10].decode(String?.self), try row[11].decode(String.self))
 
+            let audience = BroadcastAudience(
+                appID: appID, hasAPNs: hasAPNs, hasFCM: hasFCM, hasWeb: hasWeb, userIDs: userIDs, tags: tags,
+                audienceKind: audienceKind, activityType: activityType, activityIDs: activityIDs)
+
             let counts: [PostgresRow]
             if try row[13].decode(Bool.self) {
                 let job = PacedJob(
@@ -246,12 +250,9 @@ extension QueueStore {
                     maxRate: try row[15].decode(Int?.self), spreadOverSeconds: try row[16].decode(Double?.self),
                     quietHours: try row[17].decode(String?.self), defaultTimezone: try row[18].decode(String.self),
                     appRateLimit: try row[19].decode(Int?.self), expiresAt: try row[20].decode(Date?.self))
-                let audience = BroadcastAudience(
-                    appID: appID, hasAPNs: hasAPNs, hasFCM: hasFCM, hasWeb: hasWeb, userIDs: userIDs, tags: tags,
-                    audienceKind: audienceKind, activityType: activityType, activityIDs: activityIDs)
                 let paced = try await self.expandPaced(job, explicit: explicit, audience: audience, chunkSize: size, on: connection)
                 try await self.startJob(jobID, total: paced.total, android: paced.android, web: paced.web,
-                                        audienceAt: paced.audienceAt, on: connection)
+                                        audienceAt: paced.audienceAt, throttle: paced.throttle, on: connection)
                 return Expansion(jobID: jobID, appID: appID, total: paced.total, chunks: Int(paced.chunks))
             } else if explicit {
                 counts = try await self.run("""
@@ -285,14 +286,7 @@ extension QueueStore {
                                row_number() OVER (PARTITION BY d.platform ORDER BY d.token) AS n,
                                count(*) OVER (PARTITION BY d.platform) AS total
                           FROM push.devices d
-                         WHERE d.app_id = \(appID)
-                           AND ((d.platform = 'ios' AND \(hasAPNs)) OR (d.platform = 'android' AND \(hasFCM))
-                                OR (d.platform = 'web' AND \(hasWeb)))
-                           AND (\(userIDs)::text[] IS NULL OR d.user_id = ANY (\(userIDs)::text[]))
-                           AND (\(tags)::text[] IS NULL OR d.tags && \(tags)::text[])
-                           AND d.token_kind = \(audienceKind)
-                           AND (\(activityType)::text IS NULL OR d.activity_type = \(activityType))
-                           AND (\(activityIDs)::text[] IS NULL OR d.activity_id = ANY (\(activityIDs)::text[]))
+                         WHERE \(broadcastAudience: audience)
                     ), bounds AS (
                         SELECT token, platform, n, total FROM audience WHERE n % \(size) = 0 OR n = total
                     ), ranges AS (
@@ -322,17 +316,19 @@ extension QueueStore {
     /// Marks an expanded job running with its counts, or done at once for an empty audience, which has nothing to
     /// send. `audienceAt` is when the statement that counted the audience took its snapshot (as text: exact to
     /// the microsecond); a key range is read later without the devices registered after it (see `tokens(of:)`).
+    /// `throttle` is a paced job's rate in effect.
     private func startJob(
-        _ jobID: Int64, total: Int64, android: Int64, web: Int64, audienceAt: String, on connection: PostgresConnection
+        _ jobID: Int64, total: Int64, android: Int64, web: Int64, audienceAt: String, throttle: Double? = nil,
+        on connection: PostgresConnection
     ) async throws {
-            try await self.run("""
-                UPDATE push.jobs
-                   SET state = CASE WHEN \(total) = 0 THEN 'done' ELSE 'running' END,
-                       total = \(total), started_at = now(), audience_at = \(audienceAt)::timestamptz,
-                       android_total = \(android), android_delivered = 0, android_failed = 0,
-                       web_total = \(web), web_delivered = 0, web_failed = 0,
-                       finished_at = CASE WHEN \(total) = 0 THEN now() END
-                 WHERE id = \(jobID)
-                """, on: connection)
+        try await self.run("""
+            UPDATE push.jobs
+               SET state = CASE WHEN \(total) = 0 THEN 'done' ELSE 'running' END,
+                   total = \(total), started_at = now(), audience_at = \(audienceAt)::timestamptz,
+                   android_total = \(android), android_delivered = 0, android_failed = 0,
+                   web_total = \(web), web_delivered = 0, web_failed = 0, throttle = \(throttle),
+                   finished_at = CASE WHEN \(total) = 0 THEN now() END
+             WHERE id = \(jobID)
+            """, on: connection)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PGPushCore
 import PostgresNIO
 
 extension QueueStore {
@@ -15,7 +16,7 @@ extension QueueStore {
         appID: String, jobID: Int64, category: String, cap: FrequencyCap, tokens: [String]
     ) async throws -> [String] {
         guard !tokens.isEmpty else { return [] }
-        let windowSeconds = Double(cap.window.components.seconds) + Double(cap.window.components.attoseconds) / 1e18
+        let windowSeconds = cap.window.inSeconds
         let rows = try await run("""
             WITH people AS MATERIALIZED (
                 SELECT t.token, coalesce('user:' || d.user_id, 'device:' || t.token) AS person

@@ -56,14 +56,15 @@ extension QueueStore {
         """
 
     /// Schedules every chunk of a due paced job, and returns what ``expandNextDueJob(chunkSize:includingSmallJobs:)``
-    /// returns for the others: the total, the chunks, Android's and the web's part, and the audience's snapshot.
+    /// returns for the others: the total, the chunks, Android's and the web's part, and the audience's snapshot;
+    /// and the rate in effect, which the job's row keeps (`push.jobs.throttle`).
     ///
     /// Each chunk is due at `max(moment, previous chunk's due + its tokens / rate)`, over the chunks in the
     /// order of their moments; written as a running maximum so one statement computes it: chunk i is due at
     /// `before_i / rate + max over j ≤ i of (moment_j - before_j / rate)`, with `before` the tokens ahead of it.
     func expandPaced(
         _ job: PacedJob, explicit: Bool, audience: BroadcastAudience, chunkSize: Int, on connection: PostgresConnection
-    ) async throws -> (total: Int64, chunks: Int64, android: Int64, web: Int64, audienceAt: String) {
+    ) async throws -> (total: Int64, chunks: Int64, android: Int64, web: Int64, audienceAt: String, throttle: Double?) {
         var rate: Double?
         if job.spreadOverSeconds != nil || job.maxRate != nil {
             var audienceCount: Int64 = 0
@@ -135,7 +136,8 @@ extension QueueStore {
                 RETURNING estimated_tokens, platform, statement_timestamp()::text
                 """, on: connection)
         }
-        var result: (total: Int64, chunks: Int64, android: Int64, web: Int64, audienceAt: String) = (0, 0, 0, 0, "")
+        var result: (total: Int64, chunks: Int64, android: Int64, web: Int64, audienceAt: String, throttle: Double?) =
+            (0, 0, 0, 0, "", rate)
         for row in rows {
             let (estimated, platform, audienceAt) = try row.decode((Int, String, String).self)
             result.audienceAt = audienceAt
@@ -147,7 +149,6 @@ extension QueueStore {
         if rows.isEmpty {
             result.audienceAt = try await self.run("SELECT statement_timestamp()::text", on: connection)[0].decode(String.self)
         }
-        try await self.run("UPDATE push.jobs SET throttle = \(rate) WHERE id = \(job.jobID)", on: connection)
         return result
     }
 
@@ -155,13 +156,12 @@ extension QueueStore {
     /// (at most 64): the worker wakes its claim at each, as no NOTIFY announces them. Read through the partial
     /// index of paced jobs, so it costs nothing while none runs.
     public func pacedChunksDue(within window: Duration) async throws -> [Duration] {
-        let seconds = Double(window.components.seconds) + Double(window.components.attoseconds) / 1e18
         let rows = try await run("""
             SELECT (1000 * extract(epoch FROM c.next_attempt_at - now()))::int8
               FROM push.chunks c
              WHERE c.job_id IN (SELECT j.id FROM push.jobs j WHERE j.paced AND j.state = 'running')
                AND c.locked_by IS NULL AND c.next_attempt_at > now()
-               AND c.next_attempt_at <= now() + make_interval(secs => \(seconds))
+               AND c.next_attempt_at <= now() + make_interval(secs => \(window.inSeconds))
              ORDER BY c.next_attempt_at
              LIMIT 64
             """)
