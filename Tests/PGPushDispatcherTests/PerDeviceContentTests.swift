@@ -131,20 +131,20 @@ extension EndToEndTests {
                 $0.faults.serverErrorRate = 0.05
             }) { fleet in
                 try await fleet.createApp()
-                try await fleet.registerDevices(3000)
-                let leaseArguments = ["--lease", "3", "--heartbeat-interval", "1"]
+                try await fleet.registerDevices(1000)
+                let leaseArguments = ["--lease", "3", "--heartbeat-interval", "1", "--retry-base-delay", "0.2", "--retry-max-delay", "1"]
                 // Two jobs through retries of 5 % 500 and 503 answers.
                 var worker = try fleet.startWorker(leaseArguments, id: "first")
                 for _ in 1...2 {
                     let job = try await fleet.enqueue(", badge => 'increment'")
                     #expect(try await fleet.waitForJob(job, timeout: .seconds(120)) == "done", "\(worker.log.suffix(2000))")
-                    #expect(try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)") == 3000)
+                    #expect(try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)") == 1000)
                 }
                 #expect(try await fleet.count("SELECT count(*) FROM push.deliveries WHERE attempt > 1") > 0)
                 // A third job with its worker killed mid-way: the rescuer re-sends the killed worker's chunks.
                 let job = try await fleet.enqueue(", badge => 'increment'")
                 let deadline = ContinuousClock.now + .seconds(60)
-                while try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)") < 500, ContinuousClock.now < deadline {
+                while try await fleet.count("SELECT delivered FROM push.jobs WHERE id = \(job)") < 200, ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(20))
                 }
                 worker.signal(SIGKILL)
@@ -153,7 +153,7 @@ extension EndToEndTests {
                 #expect(try await fleet.waitForJob(job, timeout: .seconds(120)) == "done", "\(worker.log.suffix(2000))")
                 await worker.stop()
 
-                #expect(try await fleet.count("SELECT count(*) FROM push.devices WHERE badge = 3") == 3000)
+                #expect(try await fleet.count("SELECT count(*) FROM push.devices WHERE badge = 3") == 1000)
                 // Whatever was sent twice was sent with the same number: one step per job and device.
                 for (token, sent) in try Self.badges(fleet) {
                     #expect(Set(sent) == [1, 2, 3], "\(token): \(sent)")
