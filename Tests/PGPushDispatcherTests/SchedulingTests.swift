@@ -61,7 +61,7 @@ extension EndToEndTests {
         @Test func urgentOneTokenJobsTakeTheNextFreeRoomDuringABroadcast() async throws {
             try await Fleet.with(configure: Self.latency) { fleet in
                 try await fleet.createApp()
-                try await fleet.registerDevices(40_000)
+                try await fleet.registerDevices(20_000)
                 let broadcast = try await fleet.enqueue()
                 let worker = try fleet.startWorker()
                 try await Self.waitUntilDelivered(fleet, job: broadcast, atLeast: 2000)
@@ -79,14 +79,14 @@ extension EndToEndTests {
                     SELECT count(*) FROM push.jobs s, push.jobs b
                      WHERE s.id IN (\(ids)) AND b.id = \(broadcast) AND s.finished_at < b.finished_at
                     """)) == Int64(small.count), "every urgent job finished while the broadcast was still running")
-                try await EndToEndTests.BroadcastTests.expectExactlyOnce(fleet, job: broadcast, tokens: 40_000, alsoAccepted: small.count)
+                try await EndToEndTests.BroadcastTests.expectExactlyOnce(fleet, job: broadcast, tokens: 20_000, alsoAccepted: small.count)
             }
         }
 
         @Test func atEqualPriorityOneTokenJobsAndABroadcastShareTheWorker() async throws {
             try await Fleet.with(configure: Self.latency) { fleet in
                 try await fleet.createApp()
-                try await fleet.registerDevices(40_000)
+                try await fleet.registerDevices(20_000)
                 let broadcast = try await fleet.enqueue()
                 let worker = try fleet.startWorker()
                 try await Self.waitUntilDelivered(fleet, job: broadcast, atLeast: 2000)
