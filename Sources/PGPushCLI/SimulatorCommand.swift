@@ -445,15 +445,8 @@ struct SimulatorCommand: AsyncParsableCommand {
     }
 
     static func parseLatency(_ text: String) throws -> SimulatorLatency {
-        let bounds = text.split(separator: "-").map { Int($0.trimmingCharacters(in: .whitespaces)) }
-        switch bounds.count {
-        case 1 where bounds[0] != nil:
-            return bounds[0]! == 0 ? .none : .fixed(.milliseconds(bounds[0]!))
-        case 2 where bounds[0] != nil && bounds[1] != nil && bounds[0]! <= bounds[1]!:
-            return .uniform(.milliseconds(bounds[0]!), .milliseconds(bounds[1]!))
-        default:
-            throw ValidationError("--latency-ms must be N or MIN-MAX")
-        }
+        guard let latency = SimulatorLatency(milliseconds: text) else { throw ValidationError("--latency-ms must be N or MIN-MAX") }
+        return latency
     }
 }
 

@@ -104,4 +104,18 @@ public enum SimulatorLatency: Sendable, Hashable {
     case fixed(Duration)
     /// Wait a duration drawn uniformly (from the fault seed) between the two bounds.
     case uniform(Duration, Duration)
+
+    /// The latency a `--latency-ms` flag gives: `N` or `MIN-MAX` milliseconds, `0` for none; nil for anything
+    /// else (a negative number, a minimum above the maximum, not a number).
+    public init?(milliseconds text: String) {
+        let bounds = text.split(separator: "-", omittingEmptySubsequences: false).map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        switch bounds.count {
+        case 1 where bounds[0] != nil:
+            self = bounds[0]! == 0 ? .none : .fixed(.milliseconds(bounds[0]!))
+        case 2 where bounds[0] != nil && bounds[1] != nil && bounds[0]! <= bounds[1]!:
+            self = .uniform(.milliseconds(bounds[0]!), .milliseconds(bounds[1]!))
+        default:
+            return nil
+        }
+    }
 }
