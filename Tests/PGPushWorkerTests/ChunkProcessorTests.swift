@@ -22,13 +22,13 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func eachRequestCarriesTheDeterministicAPNsIDItIsRecordedUnder() async throws {
+    func eachRequestCarriesTheDeterministicDeliveryIDItIsRecordedUnder() async throws {
         let harness = ChunkHarness()
         let (completion, _) = try await harness.process(harness.chunk(tokens: 3))
         for request in harness.pool.requests {
-            let expected = APNsID.make(jobID: 1, token: request.token)
+            let expected = DeliveryID.make(jobID: 1, token: request.token)
             #expect(request.headers["apns-id"]?.lowercased() == expected.uuidString.lowercased())
-            #expect(completion.outcome(of: request.token)?.apnsID == expected)
+            #expect(completion.outcome(of: request.token)?.deliveryID == expected)
         }
         #expect(harness.pool.requests.allSatisfy { $0.headers["apns-topic"] == "com.example.app" })
     }

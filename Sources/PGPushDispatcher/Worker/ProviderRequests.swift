@@ -113,7 +113,7 @@ struct ProviderRequests: Sendable {
         }
     }
 
-    func request(for token: String, apnsID: UUID, content: DeviceContent? = nil) -> any PushRequest {
+    func request(for token: String, deliveryID: UUID, content: DeviceContent? = nil) -> any PushRequest {
         switch kind {
         case .apns(let topic, _, let pushType, let priority, let expiration, let collapseID, let payload):
             var bytes = payload
@@ -123,7 +123,7 @@ struct ProviderRequests: Sendable {
             }
             return APNsRequest(
                 deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
-                collapseID: collapseID, apnsID: apnsID, payload: bytes)
+                collapseID: collapseID, apnsID: deliveryID, payload: bytes)
         case .fcm(let path, let builder, _):
             if case .fcm(let variants) = personal {
                 let message = variants.best(for: content?.locale)
@@ -134,7 +134,7 @@ struct ProviderRequests: Sendable {
             return FCMSendRequest(path: path, body: builder.body(forToken: token))
         case .apnsBroadcast(let bundleID, let priority, let expiration, let payload):
             return APNsBroadcastRequest(
-                bundleID: bundleID, channelID: token, priority: priority, expiration: expiration, requestID: apnsID,
+                bundleID: bundleID, channelID: token, priority: priority, expiration: expiration, requestID: deliveryID,
                 payload: payload)
         case .web(let plaintext, let expiresAt, let urgency, let topic, let keys):
             return WebPushRequest(
