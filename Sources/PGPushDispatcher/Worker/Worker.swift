@@ -204,7 +204,8 @@ public final class Worker: Service, Sendable {
             logger.error("shutdown: results could not be written within the grace period; their chunks are rescued when the lease runs out", metadata: [
                 "completions": "\(completions)", "notifications": "\(tokens)",
             ])
-        case .claim, .expand, .expandAt, .none:
+        case .stopSending: stopSending.set()
+        case .claim, .stopClaiming, .expand, .expandSmallJobs, .expandAt, .none:
             // The service that asked carries these out itself.
             break
         }
