@@ -18,8 +18,8 @@ struct ChunkProcessor: Sendable {
     let appHealth: AppHealth
     let metrics: WorkerMetrics
     let logger: Logger
-    /// Set when a graceful shutdown starts: no new request is started, the rest is given back.
-    let stopSending: StopSignal
+    /// Once it is stopping (graceful shutdown), no new request is started and the rest is given back.
+    let lifecycle: WorkerLifecycle
     /// The time of day (sent, expired, due again) and the backoff's jitter.
     var runtime: WorkerRuntime = .system
 
@@ -281,7 +281,7 @@ struct ChunkProcessor: Sendable {
             tally.outcomes.append(notSent(token, reason: reason, chunk: chunk, at: runtime.now()))
             return .skip
         }
-        if stopSending.isSet || appHealth.isPaused(chunk.appID, platform: chunk.platform) {
+        if lifecycle.isStopping || appHealth.isPaused(chunk.appID, platform: chunk.platform) {
             tally.unsent.append(token)
             return .skip
         }
