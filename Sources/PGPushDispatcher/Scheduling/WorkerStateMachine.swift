@@ -330,9 +330,9 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
         return turn.claimerWaiting
     }
 
-    /// One statement expanded `count` small jobs and claimed `claimed` of their chunks with `budget`. The
-    /// claimer is woken to start the claimed chunks, and, when chunks were left or the budget was used up,
-    /// to claim.
+    /// One statement expanded `count` small jobs and claimed `claimed` of their chunks with `budget` (the
+    /// expansion hands them to the sender). The claimer is woken when chunks were claimed, when chunks were left
+    /// or the budget was used up, and when it was turned away meanwhile.
     public mutating func smallJobsExpanded(
         _ count: Int, claimed: [(app: String, tokens: Int)], budget: ClaimBudget, unclaimedChunks: Int
     ) -> Action {
