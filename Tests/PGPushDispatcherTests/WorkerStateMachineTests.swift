@@ -269,11 +269,11 @@ import Testing
         try Self.fillWithBroadcast(&machine)
         let t0 = Self.start
         let result26 = machine.shutdownRequested(at: t0)
-        #expect(Self.wakesClaimer([result26]), "the claimer wakes to see it")
+        #expect(Self.wakesClaimer(result26), "the claimer wakes to see it")
         #expect(machine.isDraining)
         #expect(machine.graceDeadline == t0 + .seconds(30))
         let result27 = machine.shutdownRequested(at: t0 + .seconds(5))
-        #expect(result27.isNone, "a second signal changes nothing")
+        #expect(result27.isEmpty, "a second signal changes nothing")
         #expect(machine.graceDeadline == t0 + .seconds(30))
         _ = machine.tokensFinished(app: "big", tokens: 4000, small: false)
         let result28 = machine.nextClaim(throttles: [:])

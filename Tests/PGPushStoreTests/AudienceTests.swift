@@ -23,7 +23,7 @@ struct AudienceTests {
         try await store.complete(ChunkCompletion(
             chunk: chunk,
             outcomes: tokens.map {
-                FinalOutcome(token: $0, status: 200, reason: nil, apnsID: APNsID.make(jobID: chunk.jobID, token: $0), attempt: 1, sentAt: now)
+                FinalOutcome(token: $0, status: 200, reason: nil, deliveryID: DeliveryID.make(jobID: chunk.jobID, token: $0), attempt: 1, sentAt: now)
             },
             answered: tokens.count, readTokens: tokens.count))
         return tokens
@@ -140,7 +140,7 @@ struct AudienceTests {
             try await store.complete(ChunkCompletion(
                 chunk: claimed[0],
                 outcomes: tokens.prefix(4).map {
-                    FinalOutcome(token: $0, status: 200, reason: nil, apnsID: APNsID.make(jobID: job, token: $0), attempt: 1, sentAt: now)
+                    FinalOutcome(token: $0, status: 200, reason: nil, deliveryID: DeliveryID.make(jobID: job, token: $0), attempt: 1, sentAt: now)
                 },
                 answered: 4, readTokens: tokens.count))
             try await store.complete(ChunkCompletion(chunk: claimed[1], readTokens: 10))
@@ -175,7 +175,7 @@ struct AudienceTests {
                     chunk: chunk,
                     outcomes: tokens.map {
                         FinalOutcome(token: $0, status: 0, reason: chunk.seq == 0 ? ChunkCompletion.expiredReason : "BadExpirationDate",
-                                     apnsID: APNsID.make(jobID: job, token: $0), attempt: 1, sentAt: now)
+                                     deliveryID: DeliveryID.make(jobID: job, token: $0), attempt: 1, sentAt: now)
                     },
                     readTokens: tokens.count))
             }

@@ -110,7 +110,7 @@ struct QueueStoreTests {
             #expect(rescued.id == chunk.id)
             #expect(rescued.claims == 2)
 
-            let outcome = FinalOutcome(token: token, status: 200, reason: nil, apnsID: APNsID.make(jobID: job, token: token), attempt: 1, sentAt: Date())
+            let outcome = FinalOutcome(token: token, status: 200, reason: nil, deliveryID: DeliveryID.make(jobID: job, token: token), attempt: 1, sentAt: Date())
             await #expect(throws: LeaseLost.self) {
                 try await owner.complete(ChunkCompletion(chunk: chunk, outcomes: [outcome]))
             }
@@ -131,7 +131,7 @@ struct QueueStoreTests {
             let now = Date()
             try await store.complete(ChunkCompletion(
                 chunk: chunk,
-                outcomes: [FinalOutcome(token: tokens[0], status: 200, reason: nil, apnsID: UUID(), attempt: 1, sentAt: now)],
+                outcomes: [FinalOutcome(token: tokens[0], status: 200, reason: nil, deliveryID: UUID(), attempt: 1, sentAt: now)],
                 requeued: [RequeuedTokens(tokens: [tokens[1], tokens[2]], attempt: 2, notBefore: now.addingTimeInterval(1), lastReason: "ServiceUnavailable")],
                 pruneCandidates: []))
             #expect(try await db.scalar("SELECT count(*) FROM push.jobs WHERE id = \(job) AND state = 'running'") == 1)
@@ -142,8 +142,8 @@ struct QueueStoreTests {
             #expect(Set(retry.tokens) == [tokens[1], tokens[2]])
             #expect(retry.lastReason == "ServiceUnavailable")
             try await store.complete(ChunkCompletion(chunk: retry, outcomes: [
-                FinalOutcome(token: tokens[1], status: 200, reason: nil, apnsID: UUID(), attempt: 2, sentAt: now),
-                FinalOutcome(token: tokens[2], status: 503, reason: "ServiceUnavailable", apnsID: UUID(), attempt: 2, sentAt: now),
+                FinalOutcome(token: tokens[1], status: 200, reason: nil, deliveryID: UUID(), attempt: 2, sentAt: now),
+                FinalOutcome(token: tokens[2], status: 503, reason: "ServiceUnavailable", deliveryID: UUID(), attempt: 2, sentAt: now),
             ]))
             let rows = try await db.rows("SELECT state, delivered, failed FROM push.job_progress WHERE job_id = \(job)")
             for try await (state, delivered, failed) in rows.decode((String, Int64, Int64).self) {

@@ -219,7 +219,7 @@ struct SchedulerQueueTests {
             let now = Date()
             let completions = claimed.map { chunk in
                 ChunkCompletion(chunk: chunk, outcomes: chunk.tokens.map {
-                    FinalOutcome(token: $0, status: 200, reason: nil, apnsID: APNsID.make(jobID: chunk.jobID, token: $0),
+                    FinalOutcome(token: $0, status: 200, reason: nil, deliveryID: DeliveryID.make(jobID: chunk.jobID, token: $0),
                                  attempt: 1, sentAt: now)
                 }, answered: chunk.tokens.count)
             }
@@ -314,7 +314,7 @@ struct SchedulerQueueTests {
             let completions = chunks.map { chunk in
                 let token = chunk.tokens[0]
                 return ChunkCompletion(chunk: chunk, outcomes: [
-                    FinalOutcome(token: token, status: 200, reason: nil, apnsID: APNsID.make(jobID: chunk.jobID, token: token), attempt: 1, sentAt: now),
+                    FinalOutcome(token: token, status: 200, reason: nil, deliveryID: DeliveryID.make(jobID: chunk.jobID, token: token), attempt: 1, sentAt: now),
                 ], answered: 1)
             }
             let before = store.statementsExecuted

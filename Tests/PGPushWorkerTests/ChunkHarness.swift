@@ -7,7 +7,7 @@ import PGPushStore
 import Synchronization
 
 /// One app with a fake pool, a chunk processor on the in-memory store and a test clock, and the worker's shared
-/// verdicts, app health and shutdown flag: everything `ChunkProcessor.process` touches, with no database,
+/// verdicts, app health and lifecycle (its shutdown state): everything `ChunkProcessor.process` touches, with no database,
 /// socket or sleep.
 struct ChunkHarness {
     static let appID = "app"
@@ -17,7 +17,7 @@ struct ChunkHarness {
     let pool: FakePushPool
     let appHealth = AppHealth(threshold: 3)
     var verdicts = JobVerdicts()
-    let stopSending = StopSignal()
+    let lifecycle = WorkerLifecycle()
     let app = AppRecord(id: ChunkHarness.appID, topic: "com.example.app", environment: "production")
     var retryPolicy = RetryPolicy()
     var maximumClaims = 5
@@ -37,7 +37,7 @@ struct ChunkHarness {
         ChunkProcessor(
             maximumClaims: maximumClaims, retryPolicy: retryPolicy, store: store, registry: senders, appHealth: appHealth,
             metrics: WorkerMetrics(), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
-            stopSending: stopSending, runtime: WorkerRuntime(now: { [clock] in clock.now }, random: random))
+            lifecycle: lifecycle, runtime: WorkerRuntime(now: { [clock] in clock.now }, random: random))
     }
 
     /// A claimed chunk of job 1 with `count` tokens (`t0`, `t1`, …).

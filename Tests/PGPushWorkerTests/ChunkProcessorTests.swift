@@ -22,13 +22,13 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func eachRequestCarriesTheDeterministicAPNsIDItIsRecordedUnder() async throws {
+    func eachRequestCarriesTheDeterministicDeliveryIDItIsRecordedUnder() async throws {
         let harness = ChunkHarness()
         let (completion, _) = try await harness.process(harness.chunk(tokens: 3))
         for request in harness.pool.requests {
-            let expected = APNsID.make(jobID: 1, token: request.token)
+            let expected = DeliveryID.make(jobID: 1, token: request.token)
             #expect(request.headers["apns-id"]?.lowercased() == expected.uuidString.lowercased())
-            #expect(completion.outcome(of: request.token)?.apnsID == expected)
+            #expect(completion.outcome(of: request.token)?.deliveryID == expected)
         }
         #expect(harness.pool.requests.allSatisfy { $0.headers["apns-topic"] == "com.example.app" })
     }
@@ -226,7 +226,7 @@ import Testing
     @Test(.timeLimit(.minutes(1)))
     func aShutdownBeforeTheChunkGivesEveryTokenBackUnsent() async throws {
         let harness = ChunkHarness()
-        harness.stopSending.set()
+        harness.lifecycle.beginShutdown()
         let (completion, _) = try await harness.process(harness.chunk(tokens: 5, attempt: 3))
         #expect(harness.pool.requests.isEmpty)
         #expect(completion.outcomes.isEmpty)
@@ -239,7 +239,7 @@ import Testing
         let harness = ChunkHarness { _ in .hold }
         async let result = harness.process(harness.chunk(tokens: 50))
         await harness.pool.waitForRequests(16)
-        harness.stopSending.set()
+        harness.lifecycle.beginShutdown()
         harness.pool.answerHeld(with: .ok)
         let (completion, _) = try await result
         #expect(harness.pool.requests.count == 16)

@@ -69,6 +69,6 @@ struct WorkerHarness {
 extension Worker {
     /// Returns once a graceful shutdown has reached the sending: no new request starts.
     func sendingStopped() async {
-        while !stopSending.isSet { await Task.yield() }
+        while !lifecycle.isStopping { await Task.yield() }
     }
 }

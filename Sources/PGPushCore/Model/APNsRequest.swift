@@ -13,7 +13,7 @@ public struct APNsRequest: Sendable, Hashable {
     /// `apns-expiration` as UNIX seconds; `nil` omits the header, `0` means deliver once with no storage.
     public var expiration: Int64?
     public var collapseID: String?
-    /// Deterministic per (job, token) so a re-send carries the same id (see ``APNsID``).
+    /// Deterministic per (job, token) so a re-send carries the same id (see ``DeliveryID``).
     public var apnsID: UUID
     /// The exact JSON bytes sent as the body.
     public var payload: [UInt8]

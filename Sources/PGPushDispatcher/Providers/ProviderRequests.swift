@@ -58,8 +58,8 @@ struct ProviderRequests: Sendable {
     var provider: PushProvider { requests.provider }
     var isBroadcast: Bool { requests.isBroadcast }
 
-    func request(for token: String, apnsID: UUID, content: DeviceContent? = nil) -> any PushRequest {
-        requests.request(for: token, deliveryID: apnsID, content: content)
+    func request(for token: String, deliveryID: UUID, content: DeviceContent? = nil) -> any PushRequest {
+        requests.request(for: token, deliveryID: deliveryID, content: content)
     }
 
     func classify(_ outcome: ProviderOutcome) -> (DeliveryClass, Duration?) {

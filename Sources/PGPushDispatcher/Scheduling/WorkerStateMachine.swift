@@ -11,6 +11,8 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     public enum Action: Sendable {
         /// Run this claim, then report ``claimSucceeded(_:budget:)`` or ``claimFailed()``.
         case claim(ClaimBudget)
+        /// Claiming is over (graceful shutdown): the claim service ends, and no more chunks start.
+        case stopClaiming
         /// Write these completions in one transaction, then report ``writeSucceeded()`` or ``writeFailed()``.
         case write([Completion])
         /// Wake the claim service: room was freed, or a full claim suggests more work is waiting.
@@ -19,10 +21,18 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
         /// broadcast's expansion too. Report ``smallJobsExpanded(_:claimed:budget:unclaimedChunks:)`` and
         /// ``largeJobLooked(found:)``.
         case expand(lookForLargeJob: Bool)
-        /// Expand again at once: a large job was just found, so another may be due.
+        /// Expand small jobs now (``smallJobTurn(throttles:)``): with a budget, claiming their chunks in the same
+        /// statement (report ``smallJobsExpanded(_:claimed:budget:unclaimedChunks:batch:)`` or
+        /// ``expansionClaimFailed()``); without one, while the claim service claims, only making their chunks
+        /// (report ``smallJobsExpanded(_:)``, and go on while ``hasMoreSmallJobs(_:batch:)``).
+        case expandSmallJobs(claiming: ClaimBudget?)
+        /// Wake the expansion service: a large job was just found, so another may be due; a full batch of
+        /// small jobs may have more behind it; or the claim service gives its turn to small jobs left queued.
         case wakeExpander
         /// Wait until this instant before expanding (passes are gathered), then ask ``expansionWoken(at:)`` again.
         case expandAt(Instant)
+        /// A graceful shutdown began: start no new request, and give back what was not sent.
+        case stopSending
         /// The grace period is over: drop the unwritten results (their chunks are rescued after the lease).
         case abandonWrites(completions: Int, tokens: Int)
         case none
@@ -48,17 +58,60 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
         }
     }
 
+    /// Where the worker is in its life, and while it runs, who has the claim turn.
     enum Phase: Sendable, Hashable {
-        case running
+        case running(ClaimTurn)
         /// Graceful shutdown: nothing new is claimed or expanded; what is held finishes by `deadline`.
         case draining(deadline: Instant)
         /// The grace period ended: unwritten results were dropped and a failing write stops retrying.
         case abandoned
     }
 
+    /// Who claims next between the claim service and the expansion, which claims the small jobs it makes in
+    /// the same statement (``expansionClaim(throttles:)``). `claimerWaiting`: the claim service was turned away
+    /// (or gave its turn to the expansion) and is woken when the expansion's claim ends.
+    enum ClaimTurn: Sendable, Hashable {
+        /// The claim service claims as the scheduler allows.
+        case claimer
+        /// The claim service gave its turn to the expansion, which wakes it when its claim ends.
+        case givenToExpansion
+        /// The expansion holds the claim budget.
+        case expansionClaiming(claimerWaiting: Bool)
+        /// The expansion found no room to claim small jobs into and left them queued: the next claim turn that
+        /// has room is given to it.
+        case expansionDeferred(claimerWaiting: Bool)
+
+        var claimerWaiting: Bool {
+            switch self {
+            case .claimer: false
+            case .givenToExpansion: true
+            case .expansionClaiming(let waiting), .expansionDeferred(let waiting): waiting
+            }
+        }
+    }
+
+    /// What the expansion service is doing.
+    enum ExpansionActivity: Sendable, Hashable {
+        /// Waiting for its next wake.
+        case idle
+        /// Handling a wake (gathering, expanding, or backing off after a failure): a claim turn given to it now
+        /// could wait that long.
+        case handlingWake
+    }
+
+    /// What the last look for a broadcast's expansion found, and when it was made.
+    enum LargeJobSearch: Sendable, Hashable {
+        /// One was found: look again at the next pass.
+        case found(lookedAt: Instant?)
+        /// None was found (or none looked for yet): look again after ``Configuration/largeJobLookInterval``.
+        case noneFound(lookedAt: Instant?)
+    }
+
     public let configuration: Configuration
     public private(set) var scheduler: WorkScheduler<Completion>
-    private(set) var phase = Phase.running
+    private(set) var phase = Phase.running(.claimer)
+    private(set) var expansion = ExpansionActivity.idle
+    private(set) var largeJobSearch = LargeJobSearch.noneFound(lookedAt: nil)
 
     /// Expansions that made small jobs, and the last of them a claim has served: while they differ, small work
     /// may be waiting for the fast lane.
@@ -68,27 +121,40 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// small chunk there was up to then (it takes them first).
     private var smallWorkAtClaim = 0
 
-    /// The expansion holds the claim budget (``expansionClaim(throttles:)``), and the claim service asked
-    /// meanwhile (or gave its turn to the expansion).
-    private var expansionClaiming = false
-    private var claimerTurnedAway = false
-    /// The expansion found no room to claim small jobs into, and left them queued: the next claim turn that
-    /// has room is given to it.
-    private var smallJobsDeferred = false
-    /// The expansion service is handling a wake (gathering, expanding, or backing off after a failure): a
-    /// claim turn given to it now could wait that long.
-    private var expansionBusy = false
-
     private var lastExpansionPass: Instant?
-    private var largeJobFound = false
-    private var lastLargeJobLook: Instant?
 
     public init(configuration: Configuration) {
         self.configuration = configuration
         self.scheduler = WorkScheduler(configuration: configuration.scheduler)
     }
 
-    public var isDraining: Bool { phase != .running }
+    public var isDraining: Bool { !isRunning }
+
+    private var isRunning: Bool {
+        if case .running = phase { return true }
+        return false
+    }
+
+    /// The claim turn while running; nil once a shutdown began.
+    private var claimTurn: ClaimTurn? {
+        if case .running(let turn) = phase { return turn }
+        return nil
+    }
+
+    /// Hands the claim turn on; nothing changes once a shutdown began.
+    private mutating func setClaimTurn(_ turn: ClaimTurn) {
+        if isRunning { phase = .running(turn) }
+    }
+
+    private var smallJobsDeferred: Bool {
+        if case .expansionDeferred = claimTurn { return true }
+        return false
+    }
+
+    private var expansionClaiming: Bool {
+        if case .expansionClaiming = claimTurn { return true }
+        return false
+    }
 
     /// When a graceful shutdown must be over, once one started.
     public var graceDeadline: Instant? {
@@ -101,21 +167,20 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
 
     // MARK: Claiming
 
-    /// What the claim service does when woken: a claim, or nothing (one is running, too little room, writes
-    /// failing, or shutdown).
+    /// What the claim service does when woken: a claim; its turn given to the expansion (``Action/wakeExpander``);
+    /// nothing (one is running, too little room, writes failing); or, once a shutdown began, stop claiming.
     public mutating func nextClaim(throttles: [String: AppThrottle]) -> Action {
-        guard phase == .running else { return .none }
-        if smallJobsDeferred, !expansionClaiming, !expansionBusy, scheduler.wouldClaim(smallWorkWaiting: true) {
+        guard let turn = claimTurn else { return .stopClaiming }
+        if case .expansionDeferred = turn, expansion == .idle, scheduler.wouldClaim(smallWorkWaiting: true) {
             // Small jobs wait to be expanded into this room: the expansion claims them as it makes them (the
             // most urgent first), and wakes the claimer afterwards for whatever else is waiting.
-            smallJobsDeferred = false
-            claimerTurnedAway = true
+            setClaimTurn(.givenToExpansion)
             return .wakeExpander
         }
         let smallWorkWaiting = smallWorkServed != smallWorkExpanded
         guard let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: smallWorkWaiting) else {
             // Turned away only because the expansion is claiming: it wakes the claimer when done.
-            if expansionClaiming { claimerTurnedAway = true }
+            if case .expansionClaiming = turn { setClaimTurn(.expansionClaiming(claimerWaiting: true)) }
             return .none
         }
         smallWorkAtClaim = smallWorkExpanded
@@ -130,8 +195,11 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
         return full ? .wakeClaimer : smallJobsDeferred ? .wakeExpander : .none
     }
 
+    /// The claim failed: nothing was claimed. Once a shutdown began the claim service stops claiming;
+    /// otherwise it retries after its backoff.
     public mutating func claimFailed() -> Action {
         scheduler.claimFailed()
+        guard isRunning else { return .stopClaiming }
         return smallJobsDeferred ? .wakeExpander : .none
     }
 
@@ -179,21 +247,28 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// ``Configuration/expansionGathering`` apart, so a burst of commits makes one statement; a broadcast's
     /// expansion is looked for every ``Configuration/largeJobLookInterval``, or at once after one was found.
     public mutating func expansionWoken(at now: Instant) -> Action {
-        guard phase == .running else { return .none }
-        expansionBusy = true
+        guard isRunning else { return .none }
+        expansion = .handlingWake
         if let last = lastExpansionPass, last + configuration.expansionGathering > now {
             return .expandAt(last + configuration.expansionGathering)
         }
         lastExpansionPass = now
-        let lookForLargeJob = largeJobFound
-            || lastLargeJobLook.map { $0.duration(to: now) >= configuration.largeJobLookInterval } ?? true
-        if lookForLargeJob { lastLargeJobLook = now }
-        return .expand(lookForLargeJob: lookForLargeJob)
+        switch largeJobSearch {
+        case .found:
+            largeJobSearch = .found(lookedAt: now)
+            return .expand(lookForLargeJob: true)
+        case .noneFound(let lookedAt):
+            guard lookedAt.map({ $0.duration(to: now) >= configuration.largeJobLookInterval }) ?? true else {
+                return .expand(lookForLargeJob: false)
+            }
+            largeJobSearch = .noneFound(lookedAt: now)
+            return .expand(lookForLargeJob: true)
+        }
     }
 
     /// The expansion service finished handling a wake (after any backoff) and waits for the next.
     public mutating func expansionIdle() {
-        expansionBusy = false
+        expansion = .idle
     }
 
     /// One statement expanded `count` small jobs and left chunks for a claim: the claimer is woken for them,
@@ -214,11 +289,25 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
     /// expanded: they stay queued, where any worker with room takes them, and this one's next claim turn
     /// with room goes to the expansion (``nextClaim(throttles:)``).
     public mutating func expansionClaim(throttles: [String: AppThrottle]) -> ClaimBudget? {
-        guard phase == .running else { return nil }
+        guard let turn = claimTurn else { return nil }
         let budget = scheduler.nextClaim(throttles: throttles, smallWorkWaiting: true)
-        expansionClaiming = budget != nil
-        smallJobsDeferred = budget == nil && !scheduler.isClaiming
+        let waiting = turn.claimerWaiting
+        if budget != nil {
+            setClaimTurn(.expansionClaiming(claimerWaiting: waiting))
+        } else if !scheduler.isClaiming {
+            setClaimTurn(.expansionDeferred(claimerWaiting: waiting))
+        } else {
+            setClaimTurn(waiting ? .givenToExpansion : .claimer)
+        }
         return budget
+    }
+
+    /// What the expansion does with due small jobs: ``Action/expandSmallJobs(claiming:)`` with the budget of
+    /// ``expansionClaim(throttles:)``, or without one while the claim service claims (``claimIsRunning``), whose
+    /// claim takes their chunks in priority order; `.none` when they stay queued (no room, or shutdown).
+    public mutating func smallJobTurn(throttles: [String: AppThrottle]) -> Action {
+        if let budget = expansionClaim(throttles: throttles) { return .expandSmallJobs(claiming: budget) }
+        return claimIsRunning ? .expandSmallJobs(claiming: nil) : .none
     }
 
     /// The claim service is claiming: an expansion without a budget expands without claiming.
@@ -230,15 +319,20 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
         return expansionClaimEnded() ? .wakeClaimer : .none
     }
 
-    /// Whether the claim service was turned away while the expansion claimed.
+    /// Whether the claim service was turned away while the expansion claimed; the turn is the claimer's again.
     private mutating func expansionClaimEnded() -> Bool {
-        defer { (expansionClaiming, claimerTurnedAway) = (false, false) }
-        return claimerTurnedAway
+        guard let turn = claimTurn else { return false }
+        if case .expansionDeferred = turn {
+            setClaimTurn(.expansionDeferred(claimerWaiting: false))
+        } else {
+            setClaimTurn(.claimer)
+        }
+        return turn.claimerWaiting
     }
 
-    /// One statement expanded `count` small jobs and claimed `claimed` of their chunks with `budget`. The
-    /// claimer is woken to start the claimed chunks, and, when chunks were left or the budget was used up,
-    /// to claim.
+    /// One statement expanded `count` small jobs and claimed `claimed` of their chunks with `budget` (the
+    /// expansion hands them to the sender). The claimer is woken when chunks were claimed, when chunks were left
+    /// or the budget was used up, and when it was turned away meanwhile.
     public mutating func smallJobsExpanded(
         _ count: Int, claimed: [(app: String, tokens: Int)], budget: ClaimBudget, unclaimedChunks: Int
     ) -> Action {
@@ -250,26 +344,40 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
         return claimed.isEmpty && !turnedAway ? .none : .wakeClaimer
     }
 
+    /// ``smallJobsExpanded(_:claimed:budget:unclaimedChunks:)`` for a statement that took at most `batch` jobs:
+    /// a full batch wakes the expansion again (``hasMoreSmallJobs(_:batch:)``), so the claim service gets its
+    /// turns in between.
+    public mutating func smallJobsExpanded(
+        _ count: Int, claimed: [(app: String, tokens: Int)], budget: ClaimBudget, unclaimedChunks: Int, batch: Int
+    ) -> [Action] {
+        let action = smallJobsExpanded(count, claimed: claimed, budget: budget, unclaimedChunks: unclaimedChunks)
+        return [action] + (hasMoreSmallJobs(count, batch: batch) ? [.wakeExpander] : [])
+    }
+
     /// Whether another small-job batch should follow one of `count` jobs out of `batch`.
     public func hasMoreSmallJobs(_ count: Int, batch: Int) -> Bool {
-        phase == .running && count >= batch
+        isRunning && count >= batch
     }
 
     /// A broadcast's expansion was looked for. One found means claimable chunks, and maybe another due job.
     public mutating func largeJobLooked(found: Bool) -> [Action] {
-        largeJobFound = found
+        switch largeJobSearch {
+        case .found(let lookedAt), .noneFound(let lookedAt):
+            largeJobSearch = found ? .found(lookedAt: lookedAt) : .noneFound(lookedAt: lookedAt)
+        }
         return found ? [.wakeClaimer, .wakeExpander] : []
     }
 
     // MARK: Shutdown
 
-    /// Graceful shutdown began: claim and expand nothing more; what is held finishes sending, and its results
-    /// are written, by the grace deadline.
-    public mutating func shutdownRequested(at now: Instant) -> Action {
-        guard phase == .running else { return .none }
+    /// Graceful shutdown began: claim and expand nothing more; what is held stops sending, finishes, and its
+    /// results are written by the grace deadline. The claim service is woken to stop claiming, the expansion
+    /// to see it. A second request changes nothing.
+    public mutating func shutdownRequested(at now: Instant) -> [Action] {
+        guard isRunning else { return [] }
         phase = .draining(deadline: now + configuration.gracePeriod)
         scheduler.startDraining()
-        return .wakeClaimer
+        return [.stopSending, .wakeClaimer, .wakeExpander]
     }
 
     /// Whether the grace period is over at `now`.
@@ -291,7 +399,7 @@ public struct WorkerStateMachine<Completion: Sendable>: Sendable {
 
     /// Whether shutdown may move past the writes: everything written, or the grace period over.
     public var writesSettled: Bool {
-        phase == .abandoned || (phase != .running && scheduler.unwrittenCount == 0)
+        phase == .abandoned || (!isRunning && scheduler.unwrittenCount == 0)
     }
 
     /// Notifications held now (a metric).

@@ -18,8 +18,8 @@ struct ChunkProcessor: Sendable {
     let appHealth: AppHealth
     let metrics: WorkerMetrics
     let logger: Logger
-    /// Set when a graceful shutdown starts: no new request is started, the rest is given back.
-    let stopSending: StopSignal
+    /// Once it is stopping (graceful shutdown), no new request is started and the rest is given back.
+    let lifecycle: WorkerLifecycle
     /// The time of day (sent, expired, due again) and the backoff's jitter.
     var runtime: WorkerRuntime = .system
 
@@ -281,7 +281,7 @@ struct ChunkProcessor: Sendable {
             tally.outcomes.append(notSent(token, reason: reason, chunk: chunk, at: runtime.now()))
             return .skip
         }
-        if stopSending.isSet || appHealth.isPaused(chunk.appID, platform: chunk.platform) {
+        if lifecycle.isStopping || appHealth.isPaused(chunk.appID, platform: chunk.platform) {
             tally.unsent.append(token)
             return .skip
         }
@@ -300,8 +300,8 @@ struct ChunkProcessor: Sendable {
         for token: String, content: DeviceContent?, chunk: ClaimedChunk, provider: ProviderRequests, sender: AppSender,
         room: RoomReservation, verdicts: JobVerdicts, answers: ChunkAnswers
     ) -> (any PushRequest, @Sendable (ProviderOutcome) -> Void) {
-        let apnsID = APNsID.make(jobID: chunk.jobID, token: token)
-        let request = provider.request(for: token, apnsID: apnsID, content: content)
+        let deliveryID = DeliveryID.make(jobID: chunk.jobID, token: token)
+        let request = provider.request(for: token, deliveryID: deliveryID, content: content)
         let (gate, metrics, appHealth, appID, jobID) = (sender.gate, self.metrics, self.appHealth, chunk.appID, chunk.jobID)
         let started = ContinuousClock.now
         let now = runtime.now
@@ -329,7 +329,7 @@ struct ChunkProcessor: Sendable {
             let overloaded = status == 429 || status == 503 || outcome == .noResponse(.timeout)
             gate.release(overloaded: overloaded, succeeded: status == 200, roundTrip: answered - started, now: answered)
             room.releaseOne()
-            answers.add(Answer(token: token, apnsID: apnsID, outcome: outcome, classification: classification, sentAt: now(),
+            answers.add(Answer(token: token, deliveryID: deliveryID, outcome: outcome, classification: classification, sentAt: now(),
                                retryAfter: retryAfter))
         })
     }
@@ -350,14 +350,14 @@ struct ChunkProcessor: Sendable {
     /// A token recorded without a request (status 0) and with `reason`: its job failed or expired, or the chunk
     /// is poison.
     private func notSent(_ token: String, reason: String, chunk: ClaimedChunk, at date: Date) -> FinalOutcome {
-        FinalOutcome(token: token, status: 0, reason: reason, apnsID: APNsID.make(jobID: chunk.jobID, token: token),
+        FinalOutcome(token: token, status: 0, reason: reason, deliveryID: DeliveryID.make(jobID: chunk.jobID, token: token),
                      attempt: chunk.attempt, sentAt: date)
     }
 
     /// One request's answer, classified once where it arrived.
     struct Answer: Sendable {
         var token: String
-        var apnsID: UUID
+        var deliveryID: UUID
         var outcome: ProviderOutcome
         var classification: DeliveryClass
         var sentAt: Date
@@ -381,12 +381,12 @@ struct ChunkProcessor: Sendable {
     }
 
     private func handle(_ answer: Answer, chunk: ClaimedChunk, job: JobDetails, into tally: inout Tally) {
-        let (token, outcome, sentAt, classification, apnsID) = (answer.token, answer.outcome, answer.sentAt, answer.classification, answer.apnsID)
+        let (token, outcome, sentAt, classification, deliveryID) = (answer.token, answer.outcome, answer.sentAt, answer.classification, answer.deliveryID)
         let status = outcome.status
         tally.sends[WorkerMetrics.SendKey(status: status, reason: classification.reasonForRecord), default: 0] += 1
         if case .response = outcome { tally.answered += 1 }
         func final(_ reason: String?) {
-            tally.outcomes.append(FinalOutcome(token: token, status: status, reason: reason, apnsID: apnsID, attempt: chunk.attempt, sentAt: sentAt))
+            tally.outcomes.append(FinalOutcome(token: token, status: status, reason: reason, deliveryID: deliveryID, attempt: chunk.attempt, sentAt: sentAt))
         }
         switch classification {
         case .delivered:
@@ -454,7 +454,7 @@ struct ChunkProcessor: Sendable {
                 for failure in tally.transient {
                     completion.outcomes.append(FinalOutcome(
                         token: failure.token, status: failure.status, reason: failure.reason,
-                        apnsID: APNsID.make(jobID: chunk.jobID, token: failure.token), attempt: chunk.attempt, sentAt: now))
+                        deliveryID: DeliveryID.make(jobID: chunk.jobID, token: failure.token), attempt: chunk.attempt, sentAt: now))
                 }
             }
         }

@@ -1,6 +1,7 @@
 import Synchronization
 
-/// A one-way flag shared by the worker's tasks: once set (graceful shutdown), nothing new starts.
+/// A one-way flag shared by a service's tasks: once set (graceful shutdown), nothing new starts (the webhook relay's;
+/// the worker's shutdown state is its ``WorkerLifecycle``).
 final class StopSignal: Sendable {
     private let flag = Atomic<Bool>(false)
 

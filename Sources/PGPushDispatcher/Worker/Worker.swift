@@ -9,12 +9,13 @@ import Synchronization
 /// `pgpush worker`: claims work sized in notifications, fans it out over the app's HTTP/2 pool, and records
 /// every token's outcome in group-committed writes.
 ///
-/// It is a ``ServiceGroup`` of small services (`Services/`): claiming and sending, the result writer, the
+/// It is a ``ServiceGroup`` of small services (`Services/`): claiming, sending, the result writer, the
 /// expansion, the poll tick, LISTEN, the heartbeat, the app pools, and one service per maintenance task. Every
 /// scheduling decision is made by the pure ``WorkerStateMachine``; the services report what happened and carry
-/// out the actions it returns. This class holds what they share.
+/// out the actions it returns. This class builds the pieces they share and hands each service what it uses;
+/// no service holds the worker.
 ///
-/// Graceful shutdown runs the group's services down in reverse order: claiming stops and the chunks in flight
+/// Graceful shutdown runs the group's services down in reverse order: claiming stops, the chunks in flight
 /// finish (or give back what was not sent), then the results are written within the grace period, then the
 /// pools, maintenance, LISTEN and the heartbeat, which renews the leases until the end.
 public final class Worker: Service, Sendable {
@@ -23,35 +24,28 @@ public final class Worker: Service, Sendable {
     let registry: any AppSenders
     /// Runs the app pools the registry starts; nil with a sender source that runs no pools (a test's).
     let pools: PoolSupervisor?
-    /// The time of day and the random numbers the chunks read.
-    let runtime: WorkerRuntime
     /// Live Activity broadcast channels: made and deleted on APNs as `push.channels` asks.
     let channels: ChannelManager
     let appHealth: AppHealth
     let metrics: WorkerMetrics
     let logger: Logger
-    /// Set when a graceful shutdown starts: no new request is started; what was not sent is given back.
-    let stopSending = StopSignal()
-    let machine: Mutex<WorkerStateMachine<ChunkCompletion>>
-    let claimWake = Wake()
-    let expansionWake = Wake()
+    /// Shutdown state, readiness, and the chunks this process holds.
+    let lifecycle = WorkerLifecycle()
+    /// The state machine and what carries out its actions.
+    let scheduling: WorkerScheduling
+    /// Wakes the verdict writer.
     let verdictWake = Wake()
-    let writes: AsyncStream<[ChunkCompletion]>
-    let writeInbox: AsyncStream<[ChunkCompletion]>.Continuation
-    let readiness = Atomic<Bool>(false)
     /// Jobs cancelled or failed while this worker may hold their chunks: their tokens stop going out.
     let verdicts = JobVerdicts()
-    let health: Mutex<WorkerHealth>
-    /// The chunks this process holds: claimed, and their completion not yet written. The heartbeat renews
-    /// exactly these.
-    let heldChunks = Mutex<Set<Int64>>([])
-    /// Chunks the expansion claimed, for the claim service to start.
-    let claimHandOff = ClaimHandOff()
+    let health: HealthMonitor
+    /// Chunks on their way from the claim service and the expansion to the sender.
+    let handOff = ChunkHandOff()
     /// Whether the database takes the worker's statements, from the services' answers; throttles the log.
-    let database = Mutex(DatabaseStatus())
-    let tokensSent = Atomic<Int>(0)
-    /// Whether this worker held the maintenance lease at its last look (the leadership task's).
-    let isMaintenanceLeader = Atomic<Bool>(false)
+    let database: DatabaseReporter
+    let tokensSent = TokenCount()
+    let leadership = MaintenanceLeadership()
+    /// What the chunks are sent with.
+    let sending: ChunkSending
 
     /// The client LISTEN uses (a direct or session-pooled URL); nil: the worker wakes by polling only.
     let listener: PostgresClient?
@@ -98,19 +92,27 @@ public final class Worker: Service, Sendable {
         self.store = store
         self.pools = pools
         self.registry = senders
-        self.runtime = runtime
         self.appHealth = AppHealth(threshold: configuration.pauseAfterConfigurationErrors)
         self.metrics = metrics
-        self.channels = ChannelManager(configuration: configuration, store: store, registry: registry, metrics: metrics, logger: logger)
+        self.channels = ChannelManager(configuration: configuration, store: store, registry: senders, metrics: metrics, logger: logger)
         self.logger = logger
-        self.machine = Mutex(WorkerStateMachine(configuration: .init(
-            scheduler: .init(capacity: configuration.capacity), gracePeriod: configuration.gracePeriod)))
+        self.database = DatabaseReporter(logger: logger)
+        self.scheduling = WorkerScheduling(
+            WorkerStateMachine(configuration: .init(
+                scheduler: .init(capacity: configuration.capacity), gracePeriod: configuration.gracePeriod)),
+            lifecycle: lifecycle, logger: logger)
         // A heartbeat goes out every heartbeatInterval; a lease's worth of failed ones means the leases are gone.
         // The claim loop wakes at least every pollInterval; a statement may hold it for QueueStore.deadline.
-        self.health = Mutex(WorkerHealth(
+        self.health = HealthMonitor(WorkerHealth(
             databaseWindow: max(configuration.lease, configuration.heartbeatInterval * 3),
             loopWindow: QueueStore.deadline * 2 + configuration.pollInterval * 3, now: .now))
-        (self.writes, self.writeInbox) = AsyncStream.makeStream(of: [ChunkCompletion].self)
+        self.sending = ChunkSending(
+            processor: ChunkProcessor(
+                maximumClaims: configuration.maximumClaims, retryPolicy: configuration.retryPolicy, store: store,
+                registry: senders, appHealth: appHealth, metrics: metrics, logger: logger, lifecycle: lifecycle,
+                runtime: runtime),
+            verdicts: verdicts, scheduling: scheduling, lifecycle: lifecycle, store: store, database: database,
+            logger: logger)
     }
 
     /// The worker's logger: every line names the worker.
@@ -127,14 +129,14 @@ public final class Worker: Service, Sendable {
     /// Why the worker is not ready (`/readyz`'s body), or `nil` (``WorkerReadiness``).
     public var notReadyReason: String? {
         WorkerReadiness.notReadyReason(
-            databaseAnswered: readiness.load(ordering: .relaxed),
-            databaseProblem: database.withLock { $0.problem.map { "\($0)" } },
-            draining: stopSending.isSet,
+            databaseAnswered: lifecycle.databaseTakesWrites,
+            databaseProblem: database.problem.map { "\($0)" },
+            draining: lifecycle.isStopping,
             proxyProblem: configuration.httpsProxy?.status.problem)
     }
 
     /// True while the worker reaches PostgreSQL and its claim loop turns (`/healthz`).
-    public var isHealthy: Bool { health.withLock { $0.isHealthy(at: .now) } }
+    public var isHealthy: Bool { health.isHealthy }
 
     /// Statements this worker sent to PostgreSQL.
     public var statementsExecuted: Int { store.statementsExecuted }
@@ -158,24 +160,57 @@ public final class Worker: Service, Sendable {
         // Best effort and brief: with the database down, the registry row simply ages out.
         try? await store.unregisterWorker(deadline: .seconds(2))
         logger.info("worker stopped", metadata: [
-            "tokens_sent": "\(tokensSent.load(ordering: .relaxed))", "statements": "\(store.statementsExecuted)",
+            "tokens_sent": "\(tokensSent.value)", "statements": "\(store.statementsExecuted)",
         ])
     }
 
-    /// The services, in start order; graceful shutdown runs them down from the last to the first.
+    /// The services, in start order; graceful shutdown runs them down from the last to the first: the claim
+    /// service stops claiming and sending, the sender drains the chunks in flight, then the expansion and the
+    /// poll tick stop, the results are written, and the rest stop, the heartbeat last.
+    ///
+    /// Each service gets what it uses, and none gets the worker.
     func services() -> [ServiceGroupConfiguration.ServiceConfiguration] {
-        var services: [any Service] = [HeartbeatService(worker: self)]
+        let throttles: @Sendable () -> [String: AppThrottle] = { [registry] in registry.throttles() }
+        var services: [any Service] = [HeartbeatService(
+            store: store, lifecycle: lifecycle, registry: registry, health: health, database: database,
+            lease: configuration.lease, interval: configuration.heartbeatInterval)]
         if let listener {
-            services.append(ListenService(worker: self, listener: listener, channel: .jobs))
-            services.append(ListenService(worker: self, listener: listener, channel: .cancels))
+            for channel in [ListenService.Channel.jobs, .cancels] {
+                services.append(ListenService(
+                    listener: listener, channel: channel, store: store, expansionWake: scheduling.expansionWake,
+                    verdicts: verdicts, pollInterval: configuration.pollInterval, logger: logger))
+            }
         }
         services += maintenanceServices()
         if let pools { services.append(pools) }
         services += [
-            VerdictWriter(worker: self), ResultWriter(worker: self), PollTicker(worker: self),
-            ExpansionService(worker: self), ClaimService(worker: self),
+            VerdictWriter(store: store, wake: verdictWake, appHealth: appHealth, verdicts: verdicts, logger: logger),
+            ResultWriter(store: store, scheduling: scheduling, lifecycle: lifecycle, database: database,
+                         tokensSent: tokensSent, metrics: metrics, logger: logger),
+            PollTicker(store: store, claimWake: scheduling.claimWake, expansionWake: scheduling.expansionWake,
+                       interval: configuration.pollInterval),
+            ExpansionService(store: store, throttles: throttles, scheduling: scheduling, lifecycle: lifecycle,
+                             handOff: handOff, database: database, chunkSize: configuration.chunkSize,
+                             lease: configuration.lease, logger: logger),
+            ChunkSender(handOff: handOff, sending: sending, scheduling: scheduling, logger: logger),
+            ClaimService(store: store, throttles: throttles, scheduling: scheduling, lifecycle: lifecycle,
+                         handOff: handOff, database: database, health: health, verdictWake: verdictWake,
+                         metrics: metrics, lease: configuration.lease, logger: logger),
         ]
         return services.map { .init(service: $0, successTerminationBehavior: .ignore) }
+    }
+
+    /// What the maintenance tasks work on.
+    var maintenance: WorkerMaintenance {
+        WorkerMaintenance(
+            configuration: configuration, store: store, registry: registry, appHealth: appHealth, channels: channels,
+            leadership: leadership, heldNotifications: { [scheduling] in scheduling.decide(\.held) }, metrics: metrics,
+            logger: logger)
+    }
+
+    /// One ``MaintenanceService`` per maintenance task (``WorkerMaintenance/services(reportingTo:)``).
+    func maintenanceServices() -> [any Service] {
+        maintenance.services(reportingTo: database)
     }
 
     private func registerWithRetry() async throws {
@@ -183,72 +218,26 @@ public final class Worker: Service, Sendable {
         while true {
             do {
                 try await store.registerWorker(hostname: ProcessInfo.processInfo.hostName, pid: Int(ProcessInfo.processInfo.processIdentifier))
-                readiness.store(true, ordering: .relaxed)
+                lifecycle.registered()
                 logger.info("worker registered")
                 return
             } catch {
                 failures += 1
-                report(error, "registration failed; retrying")
+                database.report(error, "registration failed; retrying")
                 try await Task.sleep(for: Self.backoff(failures))
             }
         }
     }
 
-    /// Carries out what the state machine decided.
-    func perform(_ action: WorkerStateMachine<ChunkCompletion>.Action) {
-        switch action {
-        case .wakeClaimer: claimWake.signal()
-        case .wakeExpander: expansionWake.signal()
-        case .write(let batch): writeInbox.yield(batch)
-        case .abandonWrites(let completions, let tokens):
-            logger.error("shutdown: results could not be written within the grace period; their chunks are rescued when the lease runs out", metadata: [
-                "completions": "\(completions)", "notifications": "\(tokens)",
-            ])
-        case .claim, .expand, .expandAt, .none:
-            // The service that asked carries these out itself.
-            break
-        }
-    }
-
-    func perform(_ actions: [WorkerStateMachine<ChunkCompletion>.Action]) {
-        for action in actions { perform(action) }
-    }
-
-    /// Logs a failed call: a database outage once for all services (``databaseFailed(_:)``), anything else
-    /// as a warning with `message`.
-    func report(_ error: any Error, _ message: @autoclosure () -> String, metadata: Logger.Metadata = [:]) {
-        guard !databaseFailed(error) else { return }
-        var metadata = metadata
-        metadata["error"] = "\(LoggableError.describe(error))"
-        logger.warning("\(message())", metadata: metadata)
-    }
-
-    /// Records a failed database call. Returns true when the error shows the database unavailable
-    /// (unreachable, read-only, shutting down): then it is logged here, once per problem and at most every few
-    /// seconds for all loops together, and the worker reports not ready. Other errors are the caller's to log.
-    @discardableResult
-    func databaseFailed(_ error: any Error) -> Bool {
-        guard let problem = DatabaseProblem.of(error) else { return false }
-        if let report = database.withLock({ $0.failed(problem, at: .now) }),
-           case .unavailable(let problem, let since, let failures) = report {
-            logger.error("database unavailable: \(problem); not ready, retrying with backoff", metadata: [
-                "for_seconds": "\(Int(since.duration(to: .now).inSeconds))", "failed_calls": "\(failures)",
-                "error": "\(LoggableError.describe(error))",
-            ])
-        }
-        return true
-    }
-
-    /// Records a write that succeeded (a claim, a heartbeat, a result write: a read proves nothing, since a
-    /// standby answers reads); logs the end of an outage once.
-    func databaseAnswered() {
-        if let report = database.withLock({ $0.succeeded(at: .now) }), case .recovered(let outage) = report {
-            logger.info("database available again; ready", metadata: ["unavailable_seconds": "\(Int(outage.inSeconds))"])
-        }
-    }
-
+    /// The wait before retrying after `failures` failed calls in a row (``RetryBackoff``).
     static func backoff(_ failures: Int) -> Duration {
-        let capped = min(failures, 6)
-        return .milliseconds(Int64(100 * (1 << capped)) + Int64.random(in: 0...100))
+        RetryBackoff.after(failures)
+    }
+}
+
+extension MaintenanceTask {
+    /// The worker's maintenance tasks (``all(for:)-(WorkerMaintenance)``).
+    static func all(for worker: Worker) -> [MaintenanceTask] {
+        all(for: worker.maintenance)
     }
 }

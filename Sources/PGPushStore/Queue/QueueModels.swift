@@ -206,15 +206,15 @@ public struct FinalOutcome: Sendable, Hashable {
     /// HTTP status; 0 when no response ever came (e.g. expired before sending).
     public var status: Int
     public var reason: String?
-    public var apnsID: UUID
+    public var deliveryID: UUID
     public var attempt: Int
     public var sentAt: Date
 
-    public init(token: String, status: Int, reason: String?, apnsID: UUID, attempt: Int, sentAt: Date) {
+    public init(token: String, status: Int, reason: String?, deliveryID: UUID, attempt: Int, sentAt: Date) {
         self.token = token
         self.status = status
         self.reason = reason
-        self.apnsID = apnsID
+        self.deliveryID = deliveryID
         self.attempt = attempt
         self.sentAt = sentAt
     }

@@ -35,7 +35,7 @@ extension QueueStore {
                     SELECT o.job_id, o.app_id, o.token, o.status, nullif(o.reason, ''), o.apns_id, o.attempt, o.sent_at, kept.platform
                       FROM unnest(\(batch.outcomeChunk)::int8[], \(batch.outcomeJob)::int8[], \(batch.outcomeApp)::text[],
                                   \(batch.outcomeToken)::text[], \(batch.outcomeStatus)::int2[], \(batch.outcomeReason)::text[],
-                                  \(batch.outcomeAPNsID)::uuid[], \(batch.outcomeAttempt)::int2[], \(batch.outcomeSentAt)::timestamptz[])
+                                  \(batch.outcomeDeliveryID)::uuid[], \(batch.outcomeAttempt)::int2[], \(batch.outcomeSentAt)::timestamptz[])
                            AS o(chunk_id, job_id, app_id, token, status, reason, apns_id, attempt, sent_at)
                       JOIN kept ON kept.id = o.chunk_id
                 )
@@ -193,7 +193,7 @@ private struct CompletionBatch {
     var outcomeToken: [String] = []
     var outcomeStatus: [Int16] = []
     var outcomeReason: [String] = []
-    var outcomeAPNsID: [UUID] = []
+    var outcomeDeliveryID: [UUID] = []
     var outcomeAttempt: [Int16] = []
     var outcomeSentAt: [Date] = []
 
@@ -209,7 +209,7 @@ private struct CompletionBatch {
                 outcomeToken.append(outcome.token)
                 outcomeStatus.append(Int16(clamping: outcome.status))
                 outcomeReason.append(outcome.reason ?? "")
-                outcomeAPNsID.append(outcome.apnsID)
+                outcomeDeliveryID.append(outcome.deliveryID)
                 outcomeAttempt.append(Int16(clamping: outcome.attempt))
                 outcomeSentAt.append(outcome.sentAt)
             }

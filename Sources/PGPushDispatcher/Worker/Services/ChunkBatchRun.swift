@@ -9,7 +9,7 @@ struct ChunkBatchRun: Sendable {
     /// One-token chunks in one task at most.
     static let maximumChunks = 32
 
-    let worker: Worker
+    let sending: ChunkSending
     let chunks: [ClaimedChunk]
 
     /// Whether a claimed chunk is sent in a batch rather than in a ``ChunkRun`` of its own: a token list of one
@@ -21,7 +21,7 @@ struct ChunkBatchRun: Sendable {
     }
 
     func run() async {
-        let processor = worker.chunkProcessor()
+        let (context, processor) = (sending, sending.processor)
         let unfinished = Countdown(chunks.count)
         // The sender of the last chunk's app, held checked out by the batch while it starts chunks: the next
         // chunk of the same app takes it without a turn on the registry's actor. A sender checked out is never
@@ -30,16 +30,16 @@ struct ChunkBatchRun: Sendable {
         // The batch's requests leave together, not one per chunk.
         let outbox = PushOutbox()
         for chunk in chunks {
-            let room = worker.roomReservation(for: chunk)
+            let room = context.roomReservation(for: chunk)
             var checkedOut: AppSender?
             if let shared, Self.sender(shared, serves: chunk) {
                 shared.usage.checkOut()
                 checkedOut = shared
             }
-            switch await processor.start(chunk, tokens: chunk.tokens, room: room, verdicts: worker.verdicts, checkedOut: checkedOut,
+            switch await processor.start(chunk, tokens: chunk.tokens, room: room, verdicts: context.verdicts, checkedOut: checkedOut,
                                         outbox: outbox) {
             case .settled(let completion):
-                worker.chunkFinished(completion, room: room)
+                context.chunkFinished(completion, room: room)
                 unfinished.countDown()
             case .sending(let sending):
                 if checkedOut == nil, Self.sender(sending.sender, serves: chunk) {
@@ -47,16 +47,15 @@ struct ChunkBatchRun: Sendable {
                     sending.sender.usage.checkOut()
                     shared = sending.sender
                 }
-                let worker = self.worker
                 sending.answers.whenAll { answers in
-                    worker.chunkFinished(processor.finish(sending, answers: answers), room: room)
+                    context.chunkFinished(processor.finish(sending, answers: answers), room: room)
                     unfinished.countDown()
                 }
             }
         }
         await outbox.send()
         shared?.checkIn()
-        // Held until the last answer, like a ChunkRun: the claim service's shutdown waits for its chunks.
+        // Held until the last answer, like a ChunkRun: the sender's shutdown waits for its chunks.
         await unfinished.reachedZero()
     }
 

@@ -5,20 +5,19 @@ import PGPushStore
 /// Sends one claimed chunk and hands its completion to the result writer. If its tokens cannot be read, it
 /// retries; on shutdown it gives the chunk back instead, so a claimed chunk is never left locked and forgotten.
 struct ChunkRun: Sendable {
-    let worker: Worker
+    let sending: ChunkSending
     let chunk: ClaimedChunk
 
     func run() async {
-        let (worker, chunk) = (self.worker, self.chunk)
-        let room = worker.roomReservation(for: chunk)
+        let (sending, chunk) = (self.sending, self.chunk)
+        let room = sending.roomReservation(for: chunk)
         defer { room.releaseRest() }
-        let processor = worker.chunkProcessor()
 
         var failures = 0
         while true {
             do {
-                let completion = try await processor.process(chunk, room: room, verdicts: worker.verdicts)
-                worker.chunkFinished(completion, room: room)
+                let completion = try await sending.processor.process(chunk, room: room, verdicts: sending.verdicts)
+                sending.chunkFinished(completion, room: room)
                 return
             } catch {
                 failures += 1
@@ -33,39 +32,14 @@ struct ChunkRun: Sendable {
     @inline(never)
     private func failed(_ error: any Error, failures: Int) async -> Bool {
         let metadata: Logger.Metadata = ["job": "\(chunk.jobID)", "app": "\(chunk.appID)", "chunk": "\(chunk.id)"]
-        if worker.stopSending.isSet || Task.isCancelled {
-            worker.heldChunks.withLock { _ = $0.remove(chunk.id) }
-            if (try? await worker.store.release([chunk.id], deadline: .seconds(2))) == nil {
-                worker.logger.warning("could not give the chunk back; it is rescued when its lease runs out", metadata: metadata)
-            }
+        if sending.lifecycle.isStopping || Task.isCancelled {
+            await sending.lifecycle.giveBack(
+                [chunk.id], to: sending.store, logger: sending.logger,
+                "could not give the chunk back; it is rescued when its lease runs out", metadata: metadata)
             return true
         }
-        worker.report(error, "reading the chunk failed; retrying", metadata: metadata)
-        try? await Task.sleep(for: Worker.backoff(failures))
+        sending.database.report(error, "reading the chunk failed; retrying", metadata: metadata)
+        try? await Task.sleep(for: RetryBackoff.after(failures))
         return false
-    }
-}
-
-extension Worker {
-    func chunkProcessor() -> ChunkProcessor {
-        ChunkProcessor(
-            maximumClaims: configuration.maximumClaims, retryPolicy: configuration.retryPolicy, store: store,
-            registry: registry, appHealth: appHealth, metrics: metrics, logger: logger, stopSending: stopSending,
-            runtime: runtime)
-    }
-
-    /// The room a claimed chunk holds, freed in the scheduler as its answers arrive.
-    func roomReservation(for chunk: ClaimedChunk) -> RoomReservation {
-        let small = machine.withLock { $0.isSmall(tokens: chunk.estimatedTokens) }
-        return RoomReservation(tokens: chunk.estimatedTokens) { [self] tokens in
-            perform(machine.withLock { $0.tokensFinished(app: chunk.appID, tokens: tokens, small: small) })
-        }
-    }
-
-    /// A chunk ended: its room is free, and its completion goes to the result writer.
-    func chunkFinished(_ completion: ChunkCompletion, room: RoomReservation) {
-        room.releaseRest()
-        let records = completion.outcomes.count + completion.requeued.reduce(0) { $0 + $1.tokens.count }
-        perform(machine.withLock { $0.chunkCompleted(completion, records: records) })
     }
 }

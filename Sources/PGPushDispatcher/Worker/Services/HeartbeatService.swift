@@ -7,24 +7,29 @@ import ServiceLifecycle
 /// maintenance lease; re-divides rate limits by the live workers. It runs until the very end of a shutdown, so
 /// the chunks still draining keep their leases.
 struct HeartbeatService: Service {
-    let worker: Worker
+    let store: any WorkerStore
+    /// Whose held chunks are renewed.
+    let lifecycle: WorkerLifecycle
+    /// Told how many workers are live, to divide the apps' rate limits among them.
+    let registry: any AppSenders
+    let health: HealthMonitor
+    let database: DatabaseReporter
+    let lease: Duration
+    let interval: Duration
 
     func run() async {
-        let configuration = worker.configuration
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
-                    let holding = Array(worker.heldChunks.withLock { $0 })
-                    let live = try await worker.store.heartbeat(
-                        lease: configuration.lease, liveWindow: configuration.heartbeatInterval * 3, holding: holding)
-                    worker.health.withLock { $0.databaseAnswered(at: .now) }
-                    worker.databaseAnswered()
-                    await worker.registry.setLiveWorkers(live)
+                    let live = try await store.heartbeat(lease: lease, liveWindow: interval * 3, holding: lifecycle.heldChunks)
+                    health.databaseAnswered()
+                    database.answered()
+                    await registry.setLiveWorkers(live)
                 } catch {
                     if Task.isCancelled { return }
-                    worker.report(error, "heartbeat failed")
+                    database.report(error, "heartbeat failed")
                 }
-                try? await Task.sleep(for: configuration.heartbeatInterval)
+                try? await Task.sleep(for: interval)
             }
         }
     }
@@ -34,25 +39,27 @@ struct HeartbeatService: Service {
 /// Between two ticks it also wakes the claim as each chunk of a paced job comes due (a job's own rate, a zone's
 /// local moment): no NOTIFY announces those, and a throttled job claimed a tick late would go out in bursts.
 struct PollTicker: Service {
-    let worker: Worker
+    let store: any WorkerStore
+    let claimWake: Wake
+    let expansionWake: Wake
+    let interval: Duration
 
     func run() async {
-        let interval = worker.configuration.pollInterval
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 // A failed look is only a missed hint: the tick still comes.
-                let due = (try? await worker.store.pacedChunksDue(within: interval)) ?? []
+                let due = (try? await store.pacedChunksDue(within: interval)) ?? []
                 var slept = Duration.zero
                 for offset in due where offset < interval {
                     if offset > slept {
                         try? await Task.sleep(for: offset - slept)
                         slept = offset
                     }
-                    worker.claimWake.signal()
+                    claimWake.signal()
                 }
                 if interval > slept { try? await Task.sleep(for: interval - slept) }
-                worker.claimWake.signal()
-                worker.expansionWake.signal()
+                claimWake.signal()
+                expansionWake.signal()
             }
         }
     }

@@ -15,9 +15,17 @@ import Synchronization
 struct ListenService: Service {
     enum Channel { case jobs, cancels }
 
-    let worker: Worker
     let listener: PostgresClient
     let channel: Channel
+    /// Sends the probe, and names this worker in it.
+    let store: any WorkerStore
+    /// Woken by every new job, and whenever a LISTEN (re)starts.
+    let expansionWake: Wake
+    /// Told of cancelled jobs.
+    let verdicts: JobVerdicts
+    /// How often the worker polls without LISTEN (for the log).
+    let pollInterval: Duration
+    let logger: Logger
 
     static let probeWait: Duration = .seconds(5)
 
@@ -27,26 +35,26 @@ struct ListenService: Service {
             case .jobs: await listenForJobs()
             case .cancels:
                 await listen(on: QueueStore.cancelChannel) { payload in
-                    if let job = Int64(payload) { worker.verdicts.cancel(job) }
+                    if let job = Int64(payload) { verdicts.cancel(job) }
                 }
             }
         }
     }
 
     private func listenForJobs() async {
-        let (worker, pollInterval) = (self.worker, worker.configuration.pollInterval)
-        let probe = "probe:\(worker.store.leaseOwner)"
+        let (store, expansionWake, logger, pollInterval) = (self.store, self.expansionWake, self.logger, self.pollInterval)
+        let probe = "probe:\(store.leaseOwner)"
         let heard = Atomic<Bool>(false)
         await listen(on: QueueStore.jobsChannel, whenListening: {
             guard !heard.load(ordering: .relaxed) else { return }
-            try? await worker.store.notify(QueueStore.jobsChannel, payload: probe)
+            try? await store.notify(QueueStore.jobsChannel, payload: probe)
             try? await Task.sleep(for: Self.probeWait)
             if !heard.load(ordering: .relaxed), !Task.isCancelled {
-                worker.logger.warning("LISTEN delivers no notifications (a transaction pooler in front?); new work is found by polling every \(pollInterval). Give --listen-database-url a direct or session-mode URL for immediate wake-ups")
+                logger.warning("LISTEN delivers no notifications (a transaction pooler in front?); new work is found by polling every \(pollInterval). Give --listen-database-url a direct or session-mode URL for immediate wake-ups")
             }
         }) { payload in
             if payload == probe { heard.store(true, ordering: .relaxed) }
-            worker.expansionWake.signal()
+            expansionWake.signal()
         }
     }
 
@@ -54,7 +62,7 @@ struct ListenService: Service {
         on channel: String, whenListening: (@Sendable () async -> Void)? = nil,
         _ received: @escaping @Sendable (String) -> Void
     ) async {
-        let worker = self.worker
+        let expansionWake = self.expansionWake
         var failures = 0
         while !Task.isCancelled {
             do {
@@ -62,7 +70,7 @@ struct ListenService: Service {
                     try await connection.listen(on: channel) { notifications in
                         failures = 0
                         // Whatever was committed while no LISTEN stood is found by the next poll.
-                        worker.expansionWake.signal()
+                        expansionWake.signal()
                         try await withThrowingTaskGroup(of: Void.self) { group in
                             if let whenListening { group.addTask { await whenListening() } }
                             for try await notification in notifications {
@@ -76,11 +84,11 @@ struct ListenService: Service {
                 if Task.isCancelled { return }
                 failures += 1
                 if failures == 1 || failures % 20 == 0 {
-                    worker.logger.warning("LISTEN failed; polling every \(worker.configuration.pollInterval) until it is back", metadata: [
+                    logger.warning("LISTEN failed; polling every \(pollInterval) until it is back", metadata: [
                         "channel": "\(channel)", "error": "\(LoggableError.describe(error))",
                     ])
                 }
-                try? await Task.sleep(for: Worker.backoff(failures))
+                try? await Task.sleep(for: RetryBackoff.after(failures))
             }
         }
     }

@@ -73,17 +73,19 @@ struct MaintenanceService<ServiceClock: Clock>: Service where ServiceClock.Durat
     }
 }
 
-extension Worker {
+extension WorkerMaintenance {
     /// One ``MaintenanceService`` per task of ``MaintenanceTask/all(for:)``, their first passes spread over
-    /// their interval, each wait jittered by ``WorkerConfiguration/maintenanceJitter``.
-    func maintenanceServices() -> [any Service] {
+    /// their interval, each wait jittered by ``WorkerConfiguration/maintenanceJitter``; a failed pass is
+    /// reported to `database`.
+    func services(reportingTo database: DatabaseReporter) -> [any Service] {
         let tasks = MaintenanceTask.all(for: self)
+        let leadership = self.leadership
         return tasks.enumerated().map { index, task in
             MaintenanceService(
                 task: task,
-                isLeader: { self.isMaintenanceLeader.load(ordering: .relaxed) },
+                isLeader: { leadership.isLeader },
                 failed: { error, task in
-                    self.report(error, "maintenance task failed; the others still run", metadata: ["task": "\(task.name)"])
+                    database.report(error, "maintenance task failed; the others still run", metadata: ["task": "\(task.name)"])
                 },
                 clock: ContinuousClock(),
                 firstRunAfter: task.interval * index / tasks.count,

@@ -3,10 +3,38 @@ import Logging
 import PGPushStore
 import Synchronization
 
+/// What the maintenance tasks work on: the store, the apps' senders and health, the Live Activity channels,
+/// the maintenance leadership, the metrics they record and the configuration values they read.
+struct WorkerMaintenance: Sendable {
+    let configuration: WorkerConfiguration
+    let store: any WorkerStore
+    let registry: any AppSenders
+    let appHealth: AppHealth
+    let channels: ChannelManager
+    /// Whether this worker held the maintenance lease at its last look (the leadership task's).
+    let leadership: MaintenanceLeadership
+    /// Notifications the worker holds now (a metric).
+    let heldNotifications: @Sendable () -> Int
+    let metrics: WorkerMetrics
+    let logger: Logger
+}
+
+/// Whether this worker held the maintenance lease at its last look (the leadership task's): read by every
+/// leader-only task before its pass.
+final class MaintenanceLeadership: Sendable {
+    private let leading = Atomic<Bool>(false)
+
+    init() {}
+
+    var isLeader: Bool { leading.load(ordering: .relaxed) }
+
+    func set(_ isLeader: Bool) { leading.store(isLeader, ordering: .relaxed) }
+}
+
 extension MaintenanceTask {
     /// The worker's maintenance tasks. Every worker keeps its own apps current; one worker of the fleet, the
     /// leader (``QueueStore/acquireMaintenanceLeadership(lease:)``), keeps the queue.
-    static func all(for worker: Worker) -> [MaintenanceTask] {
+    static func all(for worker: WorkerMaintenance) -> [MaintenanceTask] {
         let configuration = worker.configuration
         let every = configuration.maintenanceInterval
         let staleDeviceSweep = StaleDeviceSweepClock()
@@ -20,15 +48,15 @@ extension MaintenanceTask {
                 let apps = try await worker.store.apps()
                 worker.appHealth.sync(pausedInDatabase: PauseTarget.paused(in: apps.values))
                 worker.metrics.pausedApps.record(apps.values.count { $0.pausedReason != nil })
-                worker.metrics.heldNotifications.record(worker.machine.withLock(\.held))
+                worker.metrics.heldNotifications.record(worker.heldNotifications())
             },
             MaintenanceTask(name: "leadership", interval: every, leaderOnly: false) {
                 do {
                     let leading = try await worker.store.acquireMaintenanceLeadership(lease: configuration.leaderLease)
-                    worker.isMaintenanceLeader.store(leading, ordering: .relaxed)
+                    worker.leadership.set(leading)
                 } catch {
                     // Not knowing is not leading: two leaders would be worse than none for a pass.
-                    worker.isMaintenanceLeader.store(false, ordering: .relaxed)
+                    worker.leadership.set(false)
                     throw error
                 }
             },
@@ -105,7 +133,7 @@ extension MaintenanceTask {
     }
 }
 
-extension Worker {
+extension WorkerMaintenance {
     /// The BadDeviceToken safety valve, then pruning in batches until none is full.
     func prunePass() async throws {
         let share = configuration.badDeviceTokenShare, minimum = configuration.badDeviceTokenMinimumAnswers
@@ -136,7 +164,7 @@ extension Worker {
             removed += batch.removed
             if batch.removed > 0 { metrics.recordPruned(reason: QueueStore.staleDeviceReason, count: batch.removed) }
             next = batch.next
-        } while next != nil && !Task.isCancelled && isMaintenanceLeader.load(ordering: .relaxed)
+        } while next != nil && !Task.isCancelled && leadership.isLeader
         return removed
     }
 

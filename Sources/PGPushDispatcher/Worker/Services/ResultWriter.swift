@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PGPushStore
 import ServiceLifecycle
+import Synchronization
 
 /// Writes the chunks' completions, one batch at a time: completions that arrive while a write runs form the
 /// next batch, written as soon as it returns (group commit, no timer). While the database is down it keeps
@@ -10,26 +11,35 @@ import ServiceLifecycle
 /// On graceful shutdown, which reaches it once every chunk has finished, it writes what is left until the
 /// grace period is over; then it drops the rest, which the leases make safe.
 struct ResultWriter: Service {
-    let worker: Worker
+    let store: any WorkerStore
+    /// The batches to write (``WorkerScheduling/writes``), and where each write is reported.
+    let scheduling: WorkerScheduling
+    /// Whose chunks are no longer held once written; the writes' success is the worker's readiness.
+    let lifecycle: WorkerLifecycle
+    let database: DatabaseReporter
+    let tokensSent: TokenCount
+    let metrics: WorkerMetrics
+    let logger: Logger
 
     func run() async {
+        let scheduling = self.scheduling
         _ = await withGracefulShutdownHandler {
-            await worker.withinGracePeriod { await writeUntilSettled() }
+            await scheduling.withinGracePeriod { await writeUntilSettled() }
         } onGracefulShutdown: {
             // Wakes the loop to see whether anything is left to write.
-            worker.writeInbox.yield([])
+            scheduling.wakeWriter()
         }
-        let settled = worker.machine.withLock(\.writesSettled)
-        if !settled { worker.perform(worker.machine.withLock { $0.graceEnded() }) }
+        let settled = scheduling.decide(\.writesSettled)
+        if !settled { scheduling.perform(scheduling.decide { $0.graceEnded() }) }
     }
 
     private func writeUntilSettled() async {
         var failures = 0
-        for await batch in worker.writes {
+        for await batch in scheduling.writes {
             if !batch.isEmpty {
                 failures = await write(batch, failuresSoFar: failures)
             }
-            if Task.isShuttingDownGracefully, worker.machine.withLock(\.writesSettled) { return }
+            if Task.isShuttingDownGracefully, scheduling.decide(\.writesSettled) { return }
         }
     }
 
@@ -37,42 +47,51 @@ struct ResultWriter: Service {
     private func write(_ batch: [ChunkCompletion], failuresSoFar: Int) async -> Int {
         let started = ContinuousClock.now
         do {
-            let report = try await worker.store.complete(batch)
-            worker.heldChunks.withLock { held in
-                for completion in batch { held.remove(completion.chunk.id) }
-            }
-            worker.metrics.completionDuration.record(duration: ContinuousClock.now - started)
+            let report = try await store.complete(batch)
+            lifecycle.written(batch.map(\.chunk.id))
+            metrics.completionDuration.record(duration: ContinuousClock.now - started)
             let sent = batch.reduce(0) { total, completion in
                 report.leaseLost.contains(completion.chunk.id) ? total : total + completion.outcomes.count { $0.status != 0 }
             }
-            worker.tokensSent.add(sent, ordering: .relaxed)
+            tokensSent.add(sent)
             for chunk in report.leaseLost {
-                worker.metrics.leasesLost.increment()
-                worker.logger.warning("lease lost; another worker records this chunk", metadata: ["chunk": "\(chunk)"])
+                metrics.leasesLost.increment()
+                logger.warning("lease lost; another worker records this chunk", metadata: ["chunk": "\(chunk)"])
             }
-            worker.databaseAnswered()
+            database.answered()
             if failuresSoFar > 0 {
-                worker.readiness.store(true, ordering: .relaxed)
-                worker.logger.info("database is back; results written", metadata: ["completions": "\(batch.count)"])
+                lifecycle.databaseTookWrite(true)
+                logger.info("database is back; results written", metadata: ["completions": "\(batch.count)"])
             }
-            let (actions, unwritten) = worker.machine.withLock { ($0.writeSucceeded(), $0.unwrittenCount) }
-            worker.metrics.unwrittenResults.record(unwritten)
-            worker.perform(actions)
+            let (actions, unwritten) = scheduling.decide { ($0.writeSucceeded(), $0.unwrittenCount) }
+            metrics.unwrittenResults.record(unwritten)
+            scheduling.perform(actions)
             return 0
         } catch {
             let failures = failuresSoFar + 1
-            let unwritten = worker.machine.withLock { machine -> Int in
+            let unwritten = scheduling.decide { machine -> Int in
                 _ = machine.writeFailed()
                 return machine.unwrittenCount
             }
-            worker.metrics.unwrittenResults.record(unwritten)
-            worker.readiness.store(false, ordering: .relaxed)
-            worker.report(error, "writing results failed; keeping them and retrying", metadata: [
+            metrics.unwrittenResults.record(unwritten)
+            lifecycle.databaseTookWrite(false)
+            database.report(error, "writing results failed; keeping them and retrying", metadata: [
                 "completions": "\(unwritten)", "attempt": "\(failures)",
             ])
-            try? await Task.sleep(for: Worker.backoff(failures))
-            worker.perform(worker.machine.withLock { $0.retryWrite() })
+            try? await Task.sleep(for: RetryBackoff.after(failures))
+            scheduling.perform(scheduling.decide { $0.retryWrite() })
             return failures
         }
     }
+}
+
+/// The notifications this worker sent whose results were written (the log line at its end).
+final class TokenCount: Sendable {
+    private let count = Atomic<Int>(0)
+
+    init() {}
+
+    func add(_ tokens: Int) { count.add(tokens, ordering: .relaxed) }
+
+    var value: Int { count.load(ordering: .relaxed) }
 }

@@ -7,11 +7,18 @@ import ServiceLifecycle
 /// errors (``AppHealth``) and job failures after job-level errors (``JobVerdicts``). A write that fails while
 /// the database is down is kept and tried again when next woken (every turn of the claim service).
 struct VerdictWriter: Service {
-    let worker: Worker
+    let store: any WorkerStore
+    /// Woken every turn of the claim service.
+    let wake: Wake
+    /// The pauses the chunks decided.
+    let appHealth: AppHealth
+    /// The job failures the chunks decided.
+    let verdicts: JobVerdicts
+    let logger: Logger
 
     func run() async {
         await cancelWhenGracefulShutdown {
-            for await _ in worker.verdictWake.signals {
+            for await _ in wake.signals {
                 await writePauses()
                 await writeJobFailures()
             }
@@ -22,36 +29,36 @@ struct VerdictWriter: Service {
     }
 
     private func writePauses() async {
-        for (target, reason) in worker.appHealth.drainPauses() {
+        for (target, reason) in appHealth.drainPauses() {
             let app = target.appID
             if target.webPushOnly {
-                worker.logger.error("pausing the app's Web Push after push services refused its VAPID token", metadata: [
+                logger.error("pausing the app's Web Push after push services refused its VAPID token", metadata: [
                     "app": "\(app)", "reason": "\(reason)",
                 ])
             } else {
-                worker.logger.error("pausing app after repeated configuration errors", metadata: ["app": "\(app)", "reason": "\(reason)"])
+                logger.error("pausing app after repeated configuration errors", metadata: ["app": "\(app)", "reason": "\(reason)"])
             }
             do {
                 if target.webPushOnly {
-                    _ = try await worker.store.pauseWebPush(app, reason: reason)
+                    _ = try await store.pauseWebPush(app, reason: reason)
                 } else {
-                    _ = try await worker.store.pauseApp(app, reason: reason)
+                    _ = try await store.pauseApp(app, reason: reason)
                 }
             } catch {
-                worker.logger.warning("could not write the pause yet; retrying", metadata: ["app": "\(app)"])
-                worker.appHealth.retryPause(target, reason: reason)
+                logger.warning("could not write the pause yet; retrying", metadata: ["app": "\(app)"])
+                appHealth.retryPause(target, reason: reason)
             }
         }
     }
 
     private func writeJobFailures() async {
-        for (job, reason) in worker.verdicts.failuresToWrite() {
+        for (job, reason) in verdicts.failuresToWrite() {
             do {
-                try await worker.store.failJob(job, reason: reason)
-                worker.verdicts.written(job)
-                worker.logger.error("job failed: APNs refuses its requests for every token", metadata: ["job": "\(job)", "reason": "\(reason)"])
+                try await store.failJob(job, reason: reason)
+                verdicts.written(job)
+                logger.error("job failed: APNs refuses its requests for every token", metadata: ["job": "\(job)", "reason": "\(reason)"])
             } catch {
-                worker.logger.warning("could not record the job's failure yet; retrying", metadata: ["job": "\(job)"])
+                logger.warning("could not record the job's failure yet; retrying", metadata: ["job": "\(job)"])
             }
         }
     }

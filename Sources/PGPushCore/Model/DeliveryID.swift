@@ -2,9 +2,10 @@ import Crypto
 import struct Foundation.UUID
 import typealias Foundation.uuid_t
 
-/// Deterministic `apns-id` values, so a re-send of the same (job, token) carries the same id and
-/// duplicates can be traced in APNs responses and in `push.deliveries`.
-public enum APNsID {
+/// Deterministic delivery ids, so a re-send of the same (job, token) carries the same id and duplicates can be
+/// traced in the providers' answers and in `push.deliveries` (its `apns_id` column, named before FCM and Web Push).
+/// APNs gets it as the request's `apns-id`; FCM and Web Push deliveries are recorded under it too.
+public enum DeliveryID {
     /// The project's fixed UUIDv5 namespace. Changing it changes every id ever derived; never do that.
     public static let namespace = UUID(uuidString: "5abad2b6-23d9-4ba4-8198-c02f154c442d")!
 
