@@ -59,8 +59,10 @@ public final class FakePushPool: PushConnectionPool {
     }
 
     public func send(_ request: some PushRequest) async -> ProviderOutcome {
-        let seen = record(request)
-        switch answer(seen) {
+        let seen = describe(request)
+        let answer = answer(seen)
+        record(seen)
+        switch answer {
         case .now(let outcome), .after(_, let outcome): return outcome
         case .hold: return .noResponse(.connectionClosed)
         }
@@ -104,25 +106,33 @@ public final class FakePushPool: PushConnectionPool {
     public var statistics: HTTP2PoolStatistics { HTTP2PoolStatistics() }
 
     private func handle(_ submission: PushSubmission) {
-        let seen = record(submission.request)
-        switch answer(seen) {
+        let seen = describe(submission.request)
+        let answer = answer(seen)
+        // A held request is held before the request is counted: a test that waited for N requests and then
+        // answers the held ones must find all N of them held.
+        record(seen, holding: { if case .hold = answer { return submission } else { return nil } }())
+        switch answer {
         case .now(let outcome):
             submission.onOutcome(outcome)
         case .after(let delay, let outcome):
             guard let clock else { preconditionFailure("FakePushPool: an .after answer needs a clock") }
             clock.schedule(after: delay) { submission.onOutcome(outcome) }
         case .hold:
-            state.withLock { $0.held.append(submission) }
+            break
         }
     }
 
-    private func record(_ request: some PushRequest) -> Request {
+    private func describe(_ request: some PushRequest) -> Request {
         let headers = request.headers(authority: "fake.invalid", authorization: nil)
         var byName: [String: String] = [:]
         for (name, value, _) in headers { byName[name] = value }
         let path = byName[":path"] ?? ""
-        let seen = Request(token: String(path.split(separator: "/").last ?? ""), path: path, headers: byName, body: request.body)
+        return Request(token: String(path.split(separator: "/").last ?? ""), path: path, headers: byName, body: request.body)
+    }
+
+    private func record(_ seen: Request, holding held: PushSubmission? = nil) {
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            if let held { state.held.append(held) }
             state.requests.append(seen)
             let count = state.requests.count
             let ready = state.waiters.filter { $0.count <= count }.map(\.continuation)
@@ -130,7 +140,6 @@ public final class FakePushPool: PushConnectionPool {
             return ready
         }
         for continuation in ready { continuation.resume() }
-        return seen
     }
 }
 
