@@ -53,6 +53,21 @@ struct BenchH2LoadRatioTests {
         #expect((jsonDouble(report["h2loadCPUMicrosecondsPerRequest"]) ?? 0) > 0, "\(run)")
     }
 
+    @Test("bench transport --http2-engine both: one run per engine against the same nginx, both reported")
+    func transportOnBothEngines() async throws {
+        let run = try await CLIProcess.run(
+            ["bench", "transport", "--stand-in", "nginx", "--http2-engine", "both", "--topic", "com.example.pgpush", "--count", "2000",
+             "--connections", "2", "--json", "--timeout", "60"],
+            timeout: .seconds(120))
+        #expect(run.status == 0, "\(run)")
+        let reports = try #require(try run.json() as? [[String: Any]], "\(run)")
+        #expect(reports.map { $0["http2Engine"] as? String } == ["nio", "nghttp2"])
+        for report in reports {
+            #expect(jsonInt(report["succeeded"]) == 2000, "\(report)")
+            #expect((jsonDouble(report["notificationsPerSecond"]) ?? 0) > 0)
+        }
+    }
+
     @Test("the ratio flags refuse what they cannot measure, before starting anything")
     func refusals() async throws {
         let android = try await CLIProcess.run(["bench", "broadcast", "--stand-in", "nginx", "--android-share", "0.3"])

@@ -14,6 +14,7 @@ struct BroadcastChannelTransportTests {
 
     /// A started simulator, a pool on its channel management port and one on its device port.
     private static func withPools<T: Sendable>(
+        engine: HTTP2Engine,
         configure: (inout APNsSimulatorConfiguration) -> Void = { _ in },
         channelBodyLimit: Int = 4096,
         _ body: @Sendable (_ channels: HTTP2ConnectionPool, _ device: HTTP2ConnectionPool, APNsSimulator) async throws -> T
@@ -26,13 +27,13 @@ struct BroadcastChannelTransportTests {
         do {
             let channelsPort = try #require(simulator.channelsPort)
             #expect(channelsPort != devicePort)
-            var channelsConfiguration = TransportTest.clientConfiguration(port: channelsPort, caFile: simulator.caCertificatePath)
+            var channelsConfiguration = TransportTest.clientConfiguration(port: channelsPort, caFile: simulator.caCertificatePath, engine: engine)
             channelsConfiguration.maximumResponseBodyBytes = channelBodyLimit
             let tokens = try key.tokenSource()
             let channels = try HTTP2ConnectionPool(
                 configuration: channelsConfiguration, credentials: .token(tokens), logger: TransportTest.logger)
             let device = try HTTP2ConnectionPool(
-                configuration: TransportTest.clientConfiguration(port: devicePort, caFile: simulator.caCertificatePath),
+                configuration: TransportTest.clientConfiguration(port: devicePort, caFile: simulator.caCertificatePath, engine: engine),
                 credentials: .token(tokens), logger: TransportTest.logger)
             let result = try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask { try await channels.run(); return nil }
@@ -64,9 +65,9 @@ struct BroadcastChannelTransportTests {
         APNsChannelRequest(bundleID: bundleID, operation: operation, requestID: UUID())
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func channelRoundTripThenBroadcast() async throws {
-        try await Self.withPools { channels, device, simulator in
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func channelRoundTripThenBroadcast(engine: HTTP2Engine) async throws {
+        try await Self.withPools(engine: engine) { channels, device, simulator in
             let requestID = UUID()
             let created = try Self.response(await channels.send(
                 APNsChannelRequest(bundleID: Self.bundleID, operation: .create(storagePolicy: 1), requestID: requestID)))
@@ -118,9 +119,9 @@ struct BroadcastChannelTransportTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func storagePolicyZeroTakesOnlyExpirationZero() async throws {
-        try await Self.withPools { channels, device, simulator in
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func storagePolicyZeroTakesOnlyExpirationZero(engine: HTTP2Engine) async throws {
+        try await Self.withPools(engine: engine) { channels, device, simulator in
             let created = try Self.response(await channels.send(Self.channelRequest(.create(storagePolicy: 0))))
             let channelID = try #require(created.channelID)
             func broadcast(expiration: Int64) -> APNsBroadcastRequest {
@@ -135,9 +136,9 @@ struct BroadcastChannelTransportTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func injectedErrorsComeFirstThenSuccess() async throws {
-        try await Self.withPools { channels, device, simulator in
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func injectedErrorsComeFirstThenSuccess(engine: HTTP2Engine) async throws {
+        try await Self.withPools(engine: engine) { channels, device, simulator in
             simulator.updateFaults {
                 $0.channelManagement.failFirst = 2
                 $0.channelManagement.status = 429
@@ -161,9 +162,9 @@ struct BroadcastChannelTransportTests {
     }
 
     /// A list longer than one stream window (65,535 bytes) arrives whole: the client returns stream credit.
-    @Test(.timeLimit(.minutes(1)))
-    func longChannelListArrivesWhole() async throws {
-        try await Self.withPools(channelBodyLimit: 1 << 20) { channels, _, simulator in
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func longChannelListArrivesWhole(engine: HTTP2Engine) async throws {
+        try await Self.withPools(engine: engine, channelBodyLimit: 1 << 20) { channels, _, simulator in
             for _ in 0..<4000 { simulator.channels.create(bundleID: Self.bundleID, storagePolicy: 0) }
             let listed = try Self.response(await channels.send(Self.channelRequest(.listAll)))
             #expect(listed.status == 200)

@@ -10,8 +10,8 @@ import Testing
 struct MalformedTrafficTests {
     /// 2,000 requests, 30 % answered with an unknown status, a broken or huge reason body, a 20 KB header,
     /// trailers, or a DATA frame after END_STREAM.
-    @Test(.timeLimit(.minutes(2)))
-    func theTransportGivesEveryRequestAnOutcomeWhateverTheServerAnswers() async throws {
+    @Test(.timeLimit(.minutes(2)), arguments: TransportTest.engines)
+    func theTransportGivesEveryRequestAnOutcomeWhateverTheServerAnswers(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         var simulator = TransportTest.simulatorConfiguration(key: key)
         simulator.faults.malformedAnswerRate = 0.3
@@ -23,7 +23,7 @@ struct MalformedTrafficTests {
         try await TransportTest.withPool(
             simulator: simulator,
             client: {
-                var configuration = TransportTest.clientConfiguration(port: $0, caFile: $1, connections: 2)
+                var configuration = TransportTest.clientConfiguration(port: $0, caFile: $1, connections: 2, engine: engine)
                 configuration.requestTimeout = .seconds(20)
                 return configuration
             },

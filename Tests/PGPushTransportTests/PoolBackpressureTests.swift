@@ -6,15 +6,15 @@ import Testing
 
 @Suite("APNs pool: callers are the only queue", .network)
 struct PoolBackpressureTests {
-    @Test(.timeLimit(.minutes(1)))
-    func waitingCallersQueueAndCancellationRemovesThem() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func waitingCallersQueueAndCancellationRemovesThem(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         var simulator = TransportTest.simulatorConfiguration(key: key)
         simulator.faults.latency = .fixed(.milliseconds(600))
         let source = try key.tokenSource()
         try await TransportTest.withPool(
             simulator: simulator,
-            client: { TransportTest.clientConfiguration(port: $0, caFile: $1) },
+            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, engine: engine) },
             credentials: .token(source)
         ) { pool, _ in
             // Before the first success a token-auth connection has exactly one stream, so the rest must wait.

@@ -305,11 +305,17 @@ struct StreamDispatcherTests {
         #expect(try harness.written().map(\.streamID) == [3, 3])
     }
 
-    @Test func closeEndsOpenStreamsAndReportsOnce() throws {
+    @Test func closeSendsOurGoAwayEndsOpenStreamsAndReportsOnce() throws {
         let harness = try Harness()
         harness.open(tag: 1)
         _ = try harness.written()
         try harness.channel.close().wait()
+        // Our GOAWAY went out before the close.
+        let written = try harness.written()
+        guard written.count == 1, case .goAway(.rootStream, .noError, nil) = written[0].payload else {
+            Issue.record("expected our GOAWAY, got \(written.map(\.payload))")
+            return
+        }
         harness.deliver()
         guard case .closed(let streamID, nil, false) = harness.recorder.delivered.first?.result else {
             Issue.record("the open stream must end without a response")

@@ -60,8 +60,8 @@ struct TransportAuthenticationTests {
         return configuration
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func certificateAuthenticationIsAcceptedFromPEMAndPKCS12() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func certificateAuthenticationIsAcceptedFromPEMAndPKCS12(engine: HTTP2Engine) async throws {
         let certificates = try TransportTestCertificates()
         let variants: [APNsClientCertificate] = [
             try APNsClientCertificate(pemFile: certificates.clientPEM),
@@ -71,7 +71,7 @@ struct TransportAuthenticationTests {
         for certificate in variants {
             try await TransportTest.withPool(
                 simulator: certificateSimulator(certificates),
-                client: { TransportTest.clientConfiguration(port: $0, caFile: $1) },
+                client: { TransportTest.clientConfiguration(port: $0, caFile: $1, engine: engine) },
                 credentials: .certificate(certificate)
             ) { pool, simulator in
                 let tokens = (0..<50).map { _ in TransportTest.randomToken() }
@@ -84,13 +84,13 @@ struct TransportAuthenticationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func certificateNotFromTheTrustedCAIsRefused() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func certificateNotFromTheTrustedCAIsRefused(engine: HTTP2Engine) async throws {
         let certificates = try TransportTestCertificates()
         let stranger = try APNsClientCertificate(pemFile: certificates.strangerPEM)
         try await TransportTest.withPool(
             simulator: certificateSimulator(certificates),
-            client: { TransportTest.clientConfiguration(port: $0, caFile: $1) },
+            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, engine: engine) },
             credentials: .certificate(stranger)
         ) { pool, simulator in
             // A refusal no reconnect can fix: the caller is told so, with a reason fit for the app's pause.
@@ -107,13 +107,13 @@ struct TransportAuthenticationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func aServerCertificateFromAnotherCAIsATLSRejectionNotATransientFailure() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func aServerCertificateFromAnotherCAIsATLSRejectionNotATransientFailure(engine: HTTP2Engine) async throws {
         let certificates = try TransportTestCertificates()
         try await TransportTest.withPool(
             simulator: TransportTest.simulatorConfiguration(key: nil),
             // The client CA did not sign the simulator's server certificate.
-            client: { port, _ in TransportTest.clientConfiguration(port: port, caFile: certificates.caCertificate) },
+            client: { port, _ in TransportTest.clientConfiguration(port: port, caFile: certificates.caCertificate, engine: engine) },
             credentials: .certificate(try APNsClientCertificate(pemFile: certificates.clientPEM))
         ) { pool, simulator in
             let outcome = await pool.send(TransportTest.request(token: TransportTest.randomToken()))
@@ -160,8 +160,8 @@ struct TransportAuthenticationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func providerTokenIsReusedBeforeFiftyMinutesAndReplacedAfter() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func providerTokenIsReusedBeforeFiftyMinutesAndReplacedAfter(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         let clock = ManualWallClock(Date())
         var simulator = TransportTest.simulatorConfiguration(key: key)
@@ -169,7 +169,7 @@ struct TransportAuthenticationTests {
         let source = try key.tokenSource(clock: clock)
         try await TransportTest.withPool(
             simulator: simulator,
-            client: { TransportTest.clientConfiguration(port: $0, caFile: $1) },
+            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, engine: engine) },
             credentials: .token(source)
         ) { pool, simulator in
             let tokenKey = "\(key.teamID).\(key.keyID)"
@@ -191,13 +191,13 @@ struct TransportAuthenticationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func unknownSigningKeyIsRejectedWith403() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func unknownSigningKeyIsRejectedWith403(engine: HTTP2Engine) async throws {
         let trusted = TransportTestKey()
         let untrusted = TransportTestKey()
         try await TransportTest.withPool(
             simulator: TransportTest.simulatorConfiguration(key: trusted),
-            client: { TransportTest.clientConfiguration(port: $0, caFile: $1) },
+            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, engine: engine) },
             credentials: .token(try untrusted.tokenSource())
         ) { pool, simulator in
             let outcome = await pool.send(TransportTest.request(token: TransportTest.randomToken()))

@@ -30,8 +30,8 @@ struct TransportFaultTests {
         #expect(simulator.ledger.duplicates.count <= unknownOutcomeTokens)
     }
 
-    @Test(.timeLimit(.minutes(2)), arguments: [SimulatorFaults.GoAwayMode.abortInFlight, .noError])
-    func goAwayMidFlightLosesNothing(mode: SimulatorFaults.GoAwayMode) async throws {
+    @Test(.timeLimit(.minutes(2)), arguments: [SimulatorFaults.GoAwayMode.abortInFlight, .noError], TransportTest.engines)
+    func goAwayMidFlightLosesNothing(mode: SimulatorFaults.GoAwayMode, engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         var simulator = TransportTest.simulatorConfiguration(key: key)
         simulator.faults.goAwayEveryStreams = 250
@@ -42,7 +42,7 @@ struct TransportFaultTests {
 
         try await TransportTest.withPool(
             simulator: simulator,
-            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, connections: 2) },
+            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, connections: 2, engine: engine) },
             credentials: .token(source)
         ) { pool, simulator in
             let results = await TransportTest.sendAllUntilAnswered(pool: pool, tokens: tokens, concurrency: 400)
@@ -61,8 +61,8 @@ struct TransportFaultTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func connectionResetLosesNothing() async throws {
+    @Test(.timeLimit(.minutes(2)), arguments: TransportTest.engines)
+    func connectionResetLosesNothing(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         var simulator = TransportTest.simulatorConfiguration(key: key)
         simulator.faults.resetEveryStreams = 300
@@ -72,7 +72,7 @@ struct TransportFaultTests {
 
         try await TransportTest.withPool(
             simulator: simulator,
-            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, connections: 2) },
+            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, connections: 2, engine: engine) },
             credentials: .token(source)
         ) { pool, simulator in
             let results = await TransportTest.sendAllUntilAnswered(pool: pool, tokens: tokens, concurrency: 400)

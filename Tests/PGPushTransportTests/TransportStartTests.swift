@@ -8,13 +8,13 @@ import Testing
 /// `start(_:onOutcome:)`: the worker's way to keep many requests in flight without a task per request.
 @Suite("APNs transport over TLS: start with a callback", .serialized, .network)
 struct TransportStartTests {
-    @Test(.timeLimit(.minutes(1)))
-    func everyStartedRequestIsAnsweredExactlyOnceWithItsOwnOutcome() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func everyStartedRequestIsAnsweredExactlyOnceWithItsOwnOutcome(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         let source = try key.tokenSource()
         try await TransportTest.withPool(
             simulator: TransportTest.simulatorConfiguration(key: key),
-            client: { port, caFile in TransportTest.clientConfiguration(port: port, caFile: caFile) },
+            client: { port, caFile in TransportTest.clientConfiguration(port: port, caFile: caFile, engine: engine) },
             credentials: .token(source)
         ) { pool, _ in
             // One task starts them all: it waits for stream slots, never for answers.
@@ -38,15 +38,15 @@ struct TransportStartTests {
 
     /// A token APNs calls expired must reach its source before the caller hears the answer, or the caller's
     /// re-send would carry the same dead token.
-    @Test(.timeLimit(.minutes(1)))
-    func anExpiredProviderTokenReachesItsSourceBeforeTheCallback() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func anExpiredProviderTokenReachesItsSourceBeforeTheCallback(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         // Signed two hours ago: the simulator answers 403 ExpiredProviderToken.
         let clock = ManualWallClock(Date().addingTimeInterval(-7_200))
         let source = RecordingTokenSource(try key.tokenSource(clock: clock))
         try await TransportTest.withPool(
             simulator: TransportTest.simulatorConfiguration(key: key),
-            client: { port, caFile in TransportTest.clientConfiguration(port: port, caFile: caFile) },
+            client: { port, caFile in TransportTest.clientConfiguration(port: port, caFile: caFile, engine: engine) },
             credentials: .token(source)
         ) { pool, _ in
             let seen = Locked<[(ProviderOutcome, [String])]>([])
@@ -69,15 +69,15 @@ struct TransportStartTests {
 
     /// A batch larger than the server's stream limit: the requests that get slots go out together, the rest
     /// wait for slots one by one; each is answered once, and the limit is never exceeded.
-    @Test(.timeLimit(.minutes(1)))
-    func aBatchLargerThanTheFreeSlotsIsAnsweredExactlyOnceWithinTheServersLimit() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func aBatchLargerThanTheFreeSlotsIsAnsweredExactlyOnceWithinTheServersLimit(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         var simulator = TransportTest.simulatorConfiguration(key: key)
         simulator.streamsAfterAuth = 7
         simulator.faults.latency = .uniform(.milliseconds(1), .milliseconds(10))
         try await TransportTest.withPool(
             simulator: simulator,
-            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, connections: 2) },
+            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, connections: 2, engine: engine) },
             credentials: .token(try key.tokenSource())
         ) { pool, simulator in
             // The first request proves the token, so the batches below see the full limit.
@@ -109,8 +109,8 @@ struct TransportStartTests {
     }
 
     /// In a batch as alone: each rejection of the token reaches its source before the caller hears the answer.
-    @Test(.timeLimit(.minutes(1)))
-    func aBatchReportsEachExpiredProviderTokenToItsSourceBeforeTheCallback() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func aBatchReportsEachExpiredProviderTokenToItsSourceBeforeTheCallback(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         let source = RecordingTokenSource(try key.tokenSource())
         // The simulator's clock moves on after the first answer: the token the pool holds becomes two hours old.
@@ -119,7 +119,7 @@ struct TransportStartTests {
         simulator.now = { simulatorClock.now() }
         try await TransportTest.withPool(
             simulator: simulator,
-            client: { port, caFile in TransportTest.clientConfiguration(port: port, caFile: caFile) },
+            client: { port, caFile in TransportTest.clientConfiguration(port: port, caFile: caFile, engine: engine) },
             credentials: .token(source)
         ) { pool, _ in
             // A first success lifts the single stream a token starts with, so the batch leaves in one piece.

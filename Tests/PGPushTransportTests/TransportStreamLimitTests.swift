@@ -7,8 +7,8 @@ import Testing
 
 @Suite("APNs transport over TLS: stream limits and basics", .serialized, .network)
 struct TransportStreamLimitTests {
-    @Test(.timeLimit(.minutes(2)))
-    func oneStreamUntilAuthenticatedThenUpToTheServerLimit() async throws {
+    @Test(.timeLimit(.minutes(2)), arguments: TransportTest.engines)
+    func oneStreamUntilAuthenticatedThenUpToTheServerLimit(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         var simulator = TransportTest.simulatorConfiguration(key: key)
         simulator.streamsBeforeAuth = 1
@@ -20,7 +20,7 @@ struct TransportStreamLimitTests {
         try await TransportTest.withPool(
             simulator: simulator,
             client: { port, ca in
-                var configuration = TransportTest.clientConfiguration(port: port, caFile: ca)
+                var configuration = TransportTest.clientConfiguration(port: port, caFile: ca, engine: engine)
                 // No PING may rescue a lost wakeup (slots opened before the channel was attached): it would hang
                 // into the time limit instead.
                 configuration.pingInterval = .seconds(3600)
@@ -46,8 +46,8 @@ struct TransportStreamLimitTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func neverExceedsALowServerLimit() async throws {
+    @Test(.timeLimit(.minutes(2)), arguments: TransportTest.engines)
+    func neverExceedsALowServerLimit(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         var simulator = TransportTest.simulatorConfiguration(key: key)
         simulator.streamsAfterAuth = 7
@@ -57,7 +57,7 @@ struct TransportStreamLimitTests {
 
         try await TransportTest.withPool(
             simulator: simulator,
-            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, connections: 2) },
+            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, connections: 2, engine: engine) },
             credentials: .token(source)
         ) { pool, simulator in
             let results = await TransportTest.sendAllUntilAnswered(pool: pool, tokens: tokens, concurrency: 200, maximumAttempts: 1)
@@ -71,14 +71,14 @@ struct TransportStreamLimitTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func errorResponsesCarryReasonTimestampAndID() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func errorResponsesCarryReasonTimestampAndID(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         let simulator = TransportTest.simulatorConfiguration(key: key)
         let source = try key.tokenSource()
         try await TransportTest.withPool(
             simulator: simulator,
-            client: { TransportTest.clientConfiguration(port: $0, caFile: $1) },
+            client: { TransportTest.clientConfiguration(port: $0, caFile: $1, engine: engine) },
             credentials: .token(source)
         ) { pool, _ in
             let good = TransportTest.request(token: TransportTest.randomToken())
@@ -107,8 +107,8 @@ struct TransportStreamLimitTests {
 
     /// Error answers carry JSON bodies, which count against HTTP/2's 65,535-byte connection window: unless the
     /// client returns the credit, the server stalls after a couple of thousand of them.
-    @Test(.timeLimit(.minutes(1)))
-    func errorBodiesBeyondTheInitialFlowControlWindowAllArrive() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func errorBodiesBeyondTheInitialFlowControlWindowAllArrive(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         let simulator = TransportTest.simulatorConfiguration(key: key)
         let source = try key.tokenSource()
@@ -116,7 +116,7 @@ struct TransportStreamLimitTests {
             simulator: simulator,
             client: { port, caFile in
                 // One connection, so every body counts against one window; a stall shows up as timeouts.
-                var configuration = TransportTest.clientConfiguration(port: port, caFile: caFile, connections: 1)
+                var configuration = TransportTest.clientConfiguration(port: port, caFile: caFile, connections: 1, engine: engine)
                 configuration.requestTimeout = .seconds(15)
                 return configuration
             },
@@ -143,15 +143,15 @@ struct TransportStreamLimitTests {
     /// Request bodies count against the server's 65,535-byte connection window too. The client holds a request
     /// back until the window has room for its body and opens it when the server's WINDOW_UPDATE arrives: if it
     /// lost track of the window, the held requests would never go out and would end as timeouts.
-    @Test(.timeLimit(.minutes(1)))
-    func requestBodiesBeyondTheConnectionWindowAllGoOutIntact() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func requestBodiesBeyondTheConnectionWindowAllGoOutIntact(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         let simulator = TransportTest.simulatorConfiguration(key: key)
         let source = try key.tokenSource()
         try await TransportTest.withPool(
             simulator: simulator,
             client: { port, caFile in
-                var configuration = TransportTest.clientConfiguration(port: port, caFile: caFile, connections: 1)
+                var configuration = TransportTest.clientConfiguration(port: port, caFile: caFile, connections: 1, engine: engine)
                 configuration.requestTimeout = .seconds(15)
                 return configuration
             },
@@ -180,8 +180,8 @@ struct TransportStreamLimitTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func deadlineYieldsTimeoutAndTheConnectionStaysUsable() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func deadlineYieldsTimeoutAndTheConnectionStaysUsable(engine: HTTP2Engine) async throws {
         let key = TransportTestKey()
         var simulator = TransportTest.simulatorConfiguration(key: key)
         simulator.faults.latency = .fixed(.seconds(6))
@@ -189,7 +189,7 @@ struct TransportStreamLimitTests {
         try await TransportTest.withPool(
             simulator: simulator,
             client: { port, ca in
-                var configuration = TransportTest.clientConfiguration(port: port, caFile: ca)
+                var configuration = TransportTest.clientConfiguration(port: port, caFile: ca, engine: engine)
                 configuration.requestTimeout = .milliseconds(300)
                 return configuration
             },
@@ -208,8 +208,8 @@ struct TransportStreamLimitTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func unreachableEndpointFailsFastWithConnectFailed() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: TransportTest.engines)
+    func unreachableEndpointFailsFastWithConnectFailed(engine: HTTP2Engine) async throws {
         // Bind and release a port so nothing listens there.
         let simulator = APNsSimulator(configuration: TransportTest.simulatorConfiguration(key: nil), logger: TransportTest.logger)
         let port = try await simulator.start()
@@ -218,7 +218,7 @@ struct TransportStreamLimitTests {
 
         let key = TransportTestKey()
         let pool = try HTTP2ConnectionPool(
-            configuration: TransportTest.clientConfiguration(port: port, caFile: caFile),
+            configuration: TransportTest.clientConfiguration(port: port, caFile: caFile, engine: engine),
             credentials: .token(try key.tokenSource()),
             logger: TransportTest.logger
         )

@@ -43,8 +43,17 @@ enum TransportTest {
         return configuration
     }
 
-    static func clientConfiguration(port: Int, caFile: String, connections: Int = 1) -> HTTP2ClientConfiguration {
+    /// The HTTP/2 engines every suite over TLS runs each of its cases on (`arguments: TransportTest.engines`): both,
+    /// unless `PGPUSH_TEST_HTTP2_ENGINES` names some (`nio`, `nghttp2`, comma-separated), to time or debug one.
+    static let engines: [HTTP2Engine] = {
+        guard let names = ProcessInfo.processInfo.environment["PGPUSH_TEST_HTTP2_ENGINES"], !names.isEmpty else { return HTTP2Engine.allCases }
+        return names.split(separator: ",").compactMap { HTTP2Engine(rawValue: $0.trimmingCharacters(in: .whitespaces)) }
+    }()
+
+    /// - Parameter engine: the engine of this case (see ``engines``).
+    static func clientConfiguration(port: Int, caFile: String, connections: Int = 1, engine: HTTP2Engine) -> HTTP2ClientConfiguration {
         var configuration = HTTP2ClientConfiguration(endpoint: .custom(host: "127.0.0.1", port: port))
+        configuration.http2Engine = engine
         configuration.additionalTrustRootsPEMFile = caFile
         configuration.connectionsPerPool = connections
         // Tests about limits and faults must not see deadline expiries from a loaded machine; the deadline test

@@ -54,9 +54,9 @@ struct BenchTransportCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("http2-engine"),
-        help: "The transport's HTTP/2 engine: nio or nghttp2 (default: $PGPUSH_HTTP2_ENGINE, else nio)."
+        help: "The transport's HTTP/2 engine: nio, nghttp2, or both (one run each, nio first, against the same endpoint and h2load figure) (default: $PGPUSH_HTTP2_ENGINE, else nio)."
     )
-    var http2Engine: HTTP2Engine?
+    var http2Engine: BenchHTTP2Engine?
 
     @Option(name: .customLong("team-id"), help: "Token auth: the 10-character team id.")
     var teamID: String?
@@ -143,10 +143,46 @@ struct BenchTransportCommand: AsyncParsableCommand {
             if !json { FileHandle.standardError.write(Data("h2load \(result.label): \(Int(result.requestsPerSecond)) requests/s\n".utf8)) }
         }
 
-        var configuration = HTTP2ClientConfiguration(endpoint: try ProviderEndpoint(url: endpoint))
-        configuration.additionalTrustRootsPEMFile = caFile
-        configuration.connectionsPerPool = connections
-        if let http2Engine { configuration.http2Engine = http2Engine }
+        let engines: [HTTP2Engine?] = http2Engine.map { $0.engines } ?? [nil]
+        var reports: [TransportBenchReport] = []
+        for engine in engines {
+            var configuration = HTTP2ClientConfiguration(endpoint: try ProviderEndpoint(url: endpoint))
+            configuration.additionalTrustRootsPEMFile = caFile
+            configuration.connectionsPerPool = connections
+            if let engine { configuration.http2Engine = engine }
+            var report = try await measure(configuration: configuration, signer: signer, logger: logger)
+            report.h2loadRequestsPerSecond = h2loadRate
+            report.h2loadCPUMicrosecondsPerRequest = h2loadCPU
+            report.shareOfH2Load = h2loadRate.flatMap { $0 > 0 ? report.notificationsPerSecond / $0 : nil }
+            reports.append(report)
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+            // One engine: the report itself, as before; both: an array of the two.
+            let data = reports.count == 1 ? try encoder.encode(reports[0]) : try encoder.encode(reports)
+            print(String(decoding: data, as: UTF8.self))
+        } else {
+            print(reports.map(\.text).joined(separator: "\n\n"))
+            if reports.count > 1 { print("\n" + Self.comparison(reports)) }
+        }
+    }
+
+    /// One line per engine: its rate, its share of h2load's and its CPU per notification. (Each report's peak
+    /// RSS is the process's: with both engines, the second one's includes the first run's peak.)
+    static func comparison(_ reports: [TransportBenchReport]) -> String {
+        reports.map { report in
+            let share = report.shareOfH2Load.map { String(format: "%.2f of h2load", $0) } ?? "no h2load baseline"
+            let cpu = report.cpuMicrosecondsPerNotification.map { String(format: ", %.1f µs CPU a notification", $0) } ?? ""
+            let engine = report.http2Engine.padding(toLength: 8, withPad: " ", startingAt: 0)
+            return engine + String(format: "%9.0f notifications/s, ", report.notificationsPerSecond) + share + cpu
+        }.joined(separator: "\n")
+    }
+
+    /// One run through a fresh pool: sends `--count` notifications and reports what happened.
+    private func measure(
+        configuration: HTTP2ClientConfiguration, signer: ProviderTokenSigner?, logger: Logger
+    ) async throws -> TransportBenchReport {
         let group: MultiThreadedEventLoopGroup =
             eventLoopThreads.map { MultiThreadedEventLoopGroup(numberOfThreads: max(1, $0)) } ?? .singleton
         let pool = try HTTP2ConnectionPool(
@@ -190,7 +226,7 @@ struct BenchTransportCommand: AsyncParsableCommand {
         let elapsed = (ContinuousClock.now - started).microseconds / 1e6
         let cpuSeconds = ProcessCPUTime.ownSeconds() - cpuBefore
         let statistics = pool.statistics
-        var report = TransportBenchReport(
+        return TransportBenchReport(
             endpoint: configuration.endpoint.description,
             http2Engine: configuration.http2Engine.rawValue,
             connections: connections,
@@ -210,17 +246,9 @@ struct BenchTransportCommand: AsyncParsableCommand {
             reconnects: statistics.reconnects,
             timedOut: tally.completed < count,
             cpuMicrosecondsPerNotification: tally.completed > 0 ? cpuSeconds * 1e6 / Double(tally.completed) : nil,
-            h2loadRequestsPerSecond: h2loadRate,
-            h2loadCPUMicrosecondsPerRequest: h2loadCPU
+            h2loadRequestsPerSecond: nil,
+            h2loadCPUMicrosecondsPerRequest: nil
         )
-        report.shareOfH2Load = h2loadRate.flatMap { $0 > 0 ? report.notificationsPerSecond / $0 : nil }
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
-        } else {
-            print(report.text)
-        }
     }
 
     /// The provider-token signer of token auth: the given key, or with `--stand-in nginx` and no key a fresh one
@@ -262,6 +290,19 @@ struct BenchTransportCommand: AsyncParsableCommand {
 }
 
 extension HTTP2Engine: ExpressibleByArgument {}
+
+/// `--http2-engine`: one engine, or both in one run.
+enum BenchHTTP2Engine: String, ExpressibleByArgument, CaseIterable {
+    case nio, nghttp2, both
+
+    var engines: [HTTP2Engine] {
+        switch self {
+        case .nio: [.nio]
+        case .nghttp2: [.nghttp2]
+        case .both: [.nio, .nghttp2]
+        }
+    }
+}
 
 /// The shared work list: request i goes to token i (cycling through a tokens file, or a fresh random token).
 final class TransportBenchPlan: Sendable {

@@ -70,6 +70,10 @@ struct WorkerCommand: AsyncParsableCommand {
     var httpsProxy: String?
     @Option(help: "Key and certificate paths in push.apps must resolve inside this directory (env: PGPUSH_CREDENTIALS_DIR).")
     var credentialsDir: String?
+    @Option(help: ArgumentHelp(
+        "The HTTP/2 engine of every provider connection: nio (NIO HTTP/2) or nghttp2 (libnghttp2) (env: PGPUSH_HTTP2_ENGINE; default nio).",
+        valueName: "engine"))
+    var http2Engine: String?
     @Option(help: "HTTP/2 connections per app (env: PGPUSH_CONNECTIONS_PER_APP; default 4).")
     var connectionsPerApp: Int?
     @Option(help: "Devices per chunk when a job is expanded (env: PGPUSH_CHUNK_SIZE; default 1000).")
@@ -143,6 +147,7 @@ struct WorkerCommand: AsyncParsableCommand {
             ])
         }
         configuration.databaseConnections = max(4, configuration.databaseConnections)
+        try selectHTTP2Engine()
         let port = try setting(metricsPort, "PGPUSH_METRICS_PORT") ?? 9464
         let host = try setting(metricsHost, "PGPUSH_METRICS_HOST") ?? "0.0.0.0"
         try await checkDatabase(url, logger: logger)
@@ -327,6 +332,17 @@ struct WorkerCommand: AsyncParsableCommand {
             configuration.idlePoolTimeout = try positive(value, "--idle-pool-timeout")
         }
         return configuration
+    }
+
+    /// Every provider pool reads its engine from `PGPUSH_HTTP2_ENGINE` when it is made
+    /// (``HTTP2Engine/fromEnvironment``), so the flag is handed on through the environment, set before any
+    /// pool exists. A value that names no engine is a usage error, from the flag or the environment alike.
+    private func selectHTTP2Engine() throws {
+        guard let raw = try setting(http2Engine, "PGPUSH_HTTP2_ENGINE") else { return }
+        guard let engine = HTTP2Engine(rawValue: raw) else {
+            throw ValidationError("--http2-engine must be nio or nghttp2, not \(raw)")
+        }
+        setenv("PGPUSH_HTTP2_ENGINE", engine.rawValue, 1)
     }
 
     private func positive(_ seconds: Double, _ name: String) throws -> Duration {

@@ -22,6 +22,7 @@ protocol SimulatorTransportStatistics: Sendable {
     var streamsBeyondLimitBeforeSettingsAcknowledged: Int { get set }
     var connectionsAccepted: Int { get set }
     var goAwaysSent: Int { get set }
+    var goAwaysReceived: Int { get set }
     var resets: Int { get set }
 }
 
@@ -32,6 +33,8 @@ enum SimulatorTransportEvent: Sendable {
     case streamBeyondLimitBeforeSettingsAcknowledged
     case concurrentStreams(Int)
     case goAwaySent
+    /// A client's GOAWAY: it will open no new stream on this connection.
+    case goAwayReceived
     /// A request dropped by the reset fault: counts as a request and a reset.
     case reset
     /// A request left unanswered by the abort-in-flight GOAWAY fault.
@@ -53,6 +56,7 @@ extension StatisticsRecorder: SimulatorTransportRecording where Statistics: Simu
             case .concurrentStreams(let count):
                 statistics.maximumConcurrentStreamsObserved = max(statistics.maximumConcurrentStreamsObserved, count)
             case .goAwaySent: statistics.goAwaysSent += 1
+            case .goAwayReceived: statistics.goAwaysReceived += 1
             case .reset:
                 statistics.requestsTotal += 1
                 statistics.resets += 1
@@ -371,8 +375,10 @@ final class ConnectionErrorHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         // Stream-0 frames (SETTINGS, PING, GOAWAY) pass down here; SETTINGS ACKs make advertised limits binding.
-        if case .settings(.ack) = unwrapInboundIn(data).payload {
-            transport.settingsAcknowledged()
+        switch unwrapInboundIn(data).payload {
+        case .settings(.ack): transport.settingsAcknowledged()
+        case .goAway: transport.statistics.record(.goAwayReceived)
+        default: break
         }
     }
 

@@ -24,6 +24,8 @@ public struct SimulatorStatistics: Sendable, Hashable {
     public var connectionsAccepted: Int = 0
     /// GOAWAY frames sent by the fault injector.
     public var goAwaysSent: Int = 0
+    /// GOAWAY frames received from clients (a client closing its connection sends one).
+    public var goAwaysReceived: Int = 0
     /// Connections closed abruptly by the fault injector.
     public var resets: Int = 0
     /// Distinct provider tokens seen per `teamID.keyID`.

@@ -36,6 +36,8 @@ public struct WebPushSimulatorStatistics: Sendable, Hashable {
     public var streamsBeyondLimitBeforeSettingsAcknowledged: Int = 0
     /// GOAWAY frames sent, or HTTP/1.1 connections closed after an answer, by the fault injector.
     public var goAwaysSent: Int = 0
+    /// GOAWAY frames received from clients (a client closing its connection sends one).
+    public var goAwaysReceived: Int = 0
     /// Connections closed abruptly by the fault injector.
     public var resets: Int = 0
 

@@ -22,14 +22,15 @@ struct HTTP2PendingStream {
 ///
 /// Streams are frames here, not child channels: a child channel per request (its own pipeline, promise,
 /// activation and teardown) cost more than the request itself at tens of thousands of requests per second.
-/// Only the connection's event loop touches it.
+/// Only the connection's event loop touches it. A close asked of the channel sends our own GOAWAY first.
 ///
 /// A stream is opened only when the connection's send window has room for its whole body. NIO would accept
 /// it anyway and hold the DATA frame back, but it releases held frames in hash order, not stream order, so
 /// the server answers out of order, and NIO's stream maps remove an out-of-order stream in linear time:
 /// with a thousand streams in flight that cost more than the request itself.
-final class HTTP2StreamDispatcher: ChannelInboundHandler, HTTP2StreamEngine {
+final class HTTP2StreamDispatcher: ChannelDuplexHandler, HTTP2StreamEngine {
     typealias InboundIn = HTTP2Frame
+    typealias OutboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
     struct OpenStream {
@@ -69,6 +70,7 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler, HTTP2StreamEngine {
     private var firstError: String?
     private var tlsRefusal: TLSRefusal?
     private var closedReported = false
+    private var goAwaySent = false
 
     init(
         rules: any HTTP2ProviderRules, results: HTTP2DeferredResults,
@@ -254,6 +256,22 @@ final class HTTP2StreamDispatcher: ChannelInboundHandler, HTTP2StreamEngine {
         if firstError == nil { firstError = String(describing: error) }
         if tlsRefusal == nil { tlsRefusal = TLSRefusal(error) }
         context.close(promise: nil)
+    }
+
+    /// A close asked of the channel (the pool retiring the connection, a shutdown): a GOAWAY (NO_ERROR, last
+    /// stream 0: the server opens no streams) tells the server no new stream will come, then the close. Streams
+    /// still open end at the close.
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if mode == .all, !goAwaySent, context.channel.isActive {
+            goAwaySent = true
+            acceptsStreams = false
+            failWaitingStreams()
+            context.writeAndFlush(
+                wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .rootStream, errorCode: .noError, opaqueData: nil))),
+                promise: nil
+            )
+        }
+        context.close(mode: mode, promise: promise)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

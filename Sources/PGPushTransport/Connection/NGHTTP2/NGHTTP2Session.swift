@@ -80,6 +80,12 @@ final class NGHTTP2Session {
         }
     }
 
+    /// Queues a GOAWAY (NO_ERROR, last stream 0: the server opens no streams) after which the session ends:
+    /// nothing not yet on the wire is sent, and the streams already open stay open until the close.
+    func terminate() {
+        _ = nghttp2_session_terminate_session(session, NGHTTP2_NO_ERROR.rawValue)
+    }
+
     /// False once the session is over: a GOAWAY went out after a protocol error, or one came in and no
     /// stream is left.
     var isAlive: Bool {

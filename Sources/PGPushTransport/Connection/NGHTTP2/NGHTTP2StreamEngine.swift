@@ -10,9 +10,15 @@ import PGPushCore
 /// through ``HTTP2DeferredResults``, so the pool and its state machines cannot tell the engines apart.
 ///
 /// libnghttp2 answers PING and SETTINGS, returns flow-control credit, holds DATA back for the send window
-/// and closes the streams a GOAWAY dropped (as REFUSED_STREAM). Only the connection's event loop touches it.
-final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
+/// and closes the streams a GOAWAY dropped (as REFUSED_STREAM). A close asked of the channel sends our own
+/// GOAWAY first, as the NIO engine does. Only the connection's event loop touches it.
+///
+/// The session's callbacks report events to the pool, which may answer at once on the same stack (a PING, a
+/// close). libnghttp2 must not be re-entered from its callbacks, so while it runs, output and a requested
+/// close wait until `mem_recv` returns.
+final class NGHTTP2StreamEngine: ChannelDuplexHandler, HTTP2StreamEngine {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     struct OpenStream {
@@ -29,8 +35,6 @@ final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
         var firstBlockComplete = false
         var sawHeadersWithoutStatus = false
         var body: [UInt8] = []
-        /// The session could not send the HEADERS (a GOAWAY came first): nothing reached the wire.
-        var notSent = false
     }
 
     private let onEvent: @Sendable (HTTP2ConnectionEvent) -> Void
@@ -45,6 +49,12 @@ final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
     private var inactive = false
     private var readSinceFlush = false
     private var goAwayReceived = false
+    /// The session is running (`mem_recv`, `mem_send`): its callbacks may be on the stack.
+    private var inSession = false
+    /// A close asked for while the session was running, with its promise: it goes out once `mem_recv` returns.
+    private var deferredClose: EventLoopPromise<Void>??
+    /// The channel's close has begun (ours, after a failure, or after the session ended).
+    private var closeStarted = false
     private var firstError: String?
     private var tlsRefusal: TLSRefusal?
 
@@ -96,13 +106,22 @@ final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !inactive else { return }
+        inSession = true
+        let failure: (any Error)?
         do {
             try session.receive(unwrapInboundIn(data))
+            failure = nil
         } catch {
-            fail(error, context: context)
-            return
+            failure = error
         }
+        inSession = false
         readSinceFlush = true
+        if let failure { fail(failure, context: context) }
+        if let promise = deferredClose {
+            deferredClose = nil
+            flushOutput(context: context)
+            context.close(mode: .all, promise: promise)
+        }
     }
 
     /// Whatever the reads asked for (SETTINGS and PING ACKs, WINDOW_UPDATEs) goes out in one write.
@@ -135,23 +154,55 @@ final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
         if firstError == nil { firstError = String(describing: error) }
         if tlsRefusal == nil { tlsRefusal = TLSRefusal(error) }
         acceptsStreams = false
+        closeStarted = true
         context.close(promise: nil)
     }
 
-    /// Writes what the session has ready, as one buffer, and closes the channel once the session is over.
-    private func flushOutput(context: ChannelHandlerContext) {
-        var output: ByteBuffer?
-        do {
-            try session.send(into: &output, allocator: context.channel.allocator)
-        } catch {
-            fail(error, context: context)
+    /// A close asked of the channel (the pool retiring the connection, a shutdown): our GOAWAY goes out first,
+    /// so the server knows no new stream will come, then the close. Streams still open end at the close.
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        guard mode == .all, started, !inactive, !closeStarted else {
+            context.close(mode: mode, promise: promise)
             return
         }
+        closeStarted = true
+        acceptsStreams = false
+        session.terminate()
+        if inSession {
+            deferredClose = .some(promise)
+            return
+        }
+        flushOutput(context: context)
+        context.close(mode: mode, promise: promise)
+    }
+
+    /// Writes what the session has ready, as one buffer, and closes the channel once the session is over.
+    /// While the session runs, it only notes that output waits: the read's end flushes it.
+    private func flushOutput(context: ChannelHandlerContext) {
+        guard !inSession else {
+            readSinceFlush = true
+            return
+        }
+        var output: ByteBuffer?
+        inSession = true
+        let failure: (any Error)?
+        do {
+            try session.send(into: &output, allocator: context.channel.allocator)
+            failure = nil
+        } catch {
+            failure = error
+        }
+        inSession = false
         if let output { context.writeAndFlush(wrapOutboundOut(output), promise: nil) }
-        if !session.isAlive, !inactive {
+        if let failure {
+            fail(failure, context: context)
+            return
+        }
+        if !session.isAlive, !inactive, !closeStarted {
             // After the server's GOAWAY this is the drained connection's end; otherwise nghttp2 found a protocol
             // error and has sent its own GOAWAY.
             acceptsStreams = false
+            closeStarted = true
             if firstError == nil {
                 firstError = goAwayReceived ? "closed after the server's GOAWAY, no stream left" : "nghttp2 ended the HTTP/2 session (protocol error)"
             }
@@ -242,6 +293,9 @@ final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
         if streams.values[index].status == nil, name.elementsEqual(":status".utf8) {
             streams.values[index].status = Int(String(decoding: value, as: UTF8.self))
         }
+        // With HTTP messaging checks off, nghttp2 hands over any bytes as a name; `HPACKHeaders` traps on a name
+        // that is not ASCII. No provider's rules read such a field, so it is left out.
+        guard !name.contains(where: { $0 >= 0x80 }) else { return }
         streams.values[index].headers.add(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
     }
 
@@ -255,13 +309,23 @@ final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
         let header = frame.pointee.hd
         switch UInt32(header.type) {
         case NGHTTP2_HEADERS.rawValue:
-            guard let index = streams.index(forKey: header.stream_id), !streams.values[index].firstBlockComplete else { return }
-            if streams.values[index].status == nil {
-                streams.values[index].sawHeadersWithoutStatus = true
-                streams.values[index].headers = HPACKHeaders()
-            } else {
-                streams.values[index].firstBlockComplete = true
+            guard let index = streams.index(forKey: header.stream_id) else { return }
+            if !streams.values[index].firstBlockComplete {
+                if streams.values[index].status == nil {
+                    streams.values[index].sawHeadersWithoutStatus = true
+                    streams.values[index].headers = HPACKHeaders()
+                } else {
+                    streams.values[index].firstBlockComplete = true
+                }
             }
+            // The answer is complete at the server's END_STREAM, as with the NIO engine, even while our own side
+            // of the stream is still open (a body not yet sent in full); nghttp2's close then finds no stream.
+            if header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 { finishWithResponse(header.stream_id) }
+        case NGHTTP2_DATA.rawValue:
+            if header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 { finishWithResponse(header.stream_id) }
+        case NGHTTP2_RST_STREAM.rawValue:
+            // Reported here, with its code, before nghttp2 closes the stream.
+            closeStream(header.stream_id, resetCode: frame.pointee.rst_stream.error_code)
         case NGHTTP2_SETTINGS.rawValue where header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
             let settings = frame.pointee.settings
             var limit: Int?
@@ -287,21 +351,27 @@ final class NGHTTP2StreamEngine: ChannelInboundHandler, HTTP2StreamEngine {
         }
     }
 
+    /// The session could not send a request's HEADERS (a GOAWAY came first, or the session is ending): nothing
+    /// reached the wire, and as the stream was never opened, nghttp2 reports no close for it.
     func requestNotSent(streamID: Int32) {
-        guard let index = streams.index(forKey: streamID) else { return }
-        streams.values[index].notSent = true
+        guard let stream = streams.removeValue(forKey: streamID) else { return }
+        report(.closed(streamID: nil, resetCode: nil, sawHeadersWithoutStatus: false), to: stream.onResult)
     }
 
+    /// A stream the frames above did not finish: dropped by a GOAWAY (REFUSED_STREAM), or reset by nghttp2
+    /// itself after a stream error.
     func streamClosed(streamID: Int32, errorCode: UInt32) {
+        closeStream(streamID, resetCode: errorCode == NGHTTP2_NO_ERROR.rawValue ? nil : errorCode)
+    }
+
+    private func finishWithResponse(_ streamID: Int32) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
-        if stream.notSent {
-            report(.closed(streamID: nil, resetCode: nil, sawHeadersWithoutStatus: false), to: stream.onResult)
-        } else if errorCode == NGHTTP2_NO_ERROR.rawValue {
-            // END_STREAM from the server: the answer is complete.
-            report(response(of: stream, streamID: streamID), to: stream.onResult)
-        } else {
-            report(.closed(streamID: Int(streamID), resetCode: errorCode, sawHeadersWithoutStatus: stream.sawHeadersWithoutStatus), to: stream.onResult)
-        }
+        report(response(of: stream, streamID: streamID), to: stream.onResult)
+    }
+
+    private func closeStream(_ streamID: Int32, resetCode: UInt32?) {
+        guard let stream = streams.removeValue(forKey: streamID) else { return }
+        report(endWithoutResponse(stream, streamID: streamID, resetCode: resetCode), to: stream.onResult)
     }
 
     // MARK: - Results
