@@ -4,7 +4,7 @@ import Synchronization
 /// Claimed chunks on their way to the ``ChunkSender``, which starts every chunk the worker sends: the claim
 /// service's and the expansion's claims both arrive here, in the order they were offered.
 ///
-/// The claim service closes it when claiming stops (graceful shutdown); the sender starts what is still queued
+/// The sender closes it on its graceful shutdown, after the claim service ended; it starts what is still queued
 /// (those chunks give themselves back) and ends once they have finished. Offers after that are refused and
 /// their chunks given back by whoever claimed them.
 final class ChunkHandOff: Sendable {

@@ -17,7 +17,13 @@ struct ChunkSender: Service {
     let logger: Logger
 
     func run() async {
-        let drained = await scheduling.withinGracePeriod { await sendUntilClosed() }
+        let handOff = self.handOff
+        let drained = await withGracefulShutdownHandler {
+            await scheduling.withinGracePeriod { await sendUntilClosed() }
+        } onGracefulShutdown: {
+            // The claim service has ended: nothing more is offered but the expansion's, which give themselves back.
+            handOff.close()
+        }
         if !drained {
             logger.warning("shutdown: chunks still sending at the end of the grace period are left to their leases")
         }

@@ -32,8 +32,9 @@ struct ClaimService: Service {
             logger.info("graceful shutdown: no new claims; draining in-flight requests")
             scheduling.perform(scheduling.decide { $0.shutdownRequested(at: .now) })
         }
-        // Chunks the expansion claims from now on give themselves back: sending has stopped.
-        handOff.close()
+        // The hand-off stays open: the sender closes it on its own shutdown, which the group starts once this
+        // service has ended. (Closing it here let the sender end first, which the group reads as a service that
+        // finished out of turn.) Chunks the expansion claims meanwhile give themselves back: sending has stopped.
     }
 
     private func claimUntilStopped() async {
