@@ -102,6 +102,8 @@ public final class InMemoryWorkerStore: WorkerStore {
     public let liveWorkers: Atomic<Int> = Atomic(1)
     /// Set to make every statement fail, as an unreachable database does.
     public let failing: Atomic<Bool> = Atomic(false)
+    /// Holds claims' answers back after they took their chunks (``HeldClaimAnswers/hold()``).
+    public let claimAnswers = HeldClaimAnswers()
     private let statements = Atomic<Int>(0)
 
     public init(clock: TestClock, leaseOwner: String = "test-worker:1") {
@@ -204,7 +206,7 @@ public final class InMemoryWorkerStore: WorkerStore {
     public func claimChunks(_ budget: ClaimBudget, lease: Duration) async throws -> [ClaimedChunk] {
         try statement()
         let now = clock.now
-        return change { contents in
+        let claimed = change { contents -> [ClaimedChunk] in
             contents.claimBudgets.append(budget)
             guard budget.room > 0, budget.maximumChunks > 0 else { return [] }
             let candidates = contents.chunks.values.filter { chunk in
@@ -239,6 +241,8 @@ public final class InMemoryWorkerStore: WorkerStore {
             }
             return claimed.sorted(by: ClaimedChunk.claimOrder)
         }
+        if !claimed.isEmpty { try await claimAnswers.arrive() }
+        return claimed
     }
 
     public func release(_ chunkIDs: [Int64], deadline: Duration) async throws {

@@ -149,6 +149,30 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(1)))
+    func aClaimAnsweredAfterTheShutdownStartedGivesItsChunksBack() async throws {
+        let harness = WorkerHarness()
+        harness.store.claimAnswers.hold()
+        let job = harness.store.enqueue(app: WorkerHarness.appID, tokens: (0..<100).map { "d\($0)" })
+        try await harness.run { worker, trigger in
+            // The claim has taken the chunks in the store; its answer is still on its way when the shutdown starts.
+            await harness.store.claimAnswers.waitForHeldClaim()
+            trigger.triggerGracefulShutdown()
+            await worker.sendingStopped()
+            // The one wait for time here: the answer must come after the shutdown had its chance to cancel the
+            // claim (which, if it did, would leave the chunks locked), and well inside the claim's allowance.
+            try await Task.sleep(for: .milliseconds(300))
+            harness.store.claimAnswers.answer()
+        }
+        let contents = harness.store.contents
+        #expect(harness.pool.requests.isEmpty)
+        #expect(contents.deliveries(of: job).isEmpty)
+        let chunks = contents.chunks(of: job)
+        #expect(chunks.reduce(0) { $0 + $1.tokens.count } == 100)
+        #expect(chunks.allSatisfy { $0.lockedBy == nil }, "the chunks the claim took are given back, not left to their lease")
+        #expect(contents.unregistered)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
     func theHeartbeatRenewsTheLeasesOfTheChunksItHolds() async throws {
         let harness = WorkerHarness(lease: .seconds(30)) { _ in .hold }
         let job = harness.store.enqueue(app: WorkerHarness.appID, tokens: ["a", "b"])

@@ -77,7 +77,9 @@ final class WorkerLifecycle: Sendable {
     func giveBack(_ ids: [Int64], to store: any WorkerStore, logger: Logger, _ warning: @autoclosure () -> Logger.Message,
                   metadata: Logger.Metadata = [:]) async -> Bool {
         written(ids)
-        if (try? await store.release(ids, deadline: .seconds(2))) == nil {
+        // Not cancelled with the caller: a shutdown cancels the services, and this is how they hand back what they
+        // hold. The release has its own two-second deadline.
+        if (try? await withCancellationDelayed(by: .seconds(3), { try await store.release(ids, deadline: .seconds(2)) })) == nil {
             logger.warning(warning(), metadata: metadata)
             return false
         }

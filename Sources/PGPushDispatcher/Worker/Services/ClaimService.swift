@@ -53,9 +53,13 @@ struct ClaimService: Service {
                 continue
             }
             do {
-                // A claim waiting on an unreachable database must not hold the shutdown until its deadline;
-                // if one is cut short after it took chunks, their leases run out and they are rescued.
-                let claimed = try await cancelWhenGracefulShutdown { try await claim(budget) }
+                // A claim in flight when the shutdown starts gets two seconds to return, so the chunks it took
+                // are given back (a claim cancelled at once may still commit, leaving them locked until their
+                // lease runs out). One waiting on an unreachable database must not hold the shutdown until its
+                // deadline: cut short, what it took is rescued after the lease.
+                let claimed = try await cancelWhenGracefulShutdown {
+                    try await withCancellationDelayed(by: .seconds(2)) { try await claim(budget) }
+                }
                 failures = 0
                 lifecycle.databaseTookWrite(true)
                 database.answered()

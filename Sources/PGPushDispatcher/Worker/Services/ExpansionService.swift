@@ -67,8 +67,6 @@ struct ExpansionService: Service {
             // A job is at least one notification: more than the room could not all be claimed. A small room still
             // expands a batch worth its statement; what it cannot take is left for the claim service.
             let limit = max(min(Self.smallJobBatch, budget.maximumChunks, budget.room), Self.smallestBatch)
-            // Cancelled by shutdown like the claim service's claim, so an unreachable database cannot hold the
-            // shutdown for a statement's deadline; chunks a cut-short statement took are rescued after their lease.
             try await claimSmallJobs(budget: budget, limit: limit)
         case .expandSmallJobs(claiming: nil):
             try await expandWithoutClaiming()
@@ -93,7 +91,13 @@ struct ExpansionService: Service {
     private func claimSmallJobs(budget: ClaimBudget, limit: Int) async throws {
         let expansion: QueueStore.SmallJobExpansion
         do {
-            expansion = try await store.expandDueSmallJobs(chunkSize: chunkSize, limit: limit, claiming: budget, lease: lease)
+            // As the claim service's claim: a shutdown gives the statement two seconds to return what it claimed,
+            // which is then given back; one stuck on an unreachable database is cut short, and what it took is
+            // rescued after the lease.
+            let (store, chunkSize, lease) = (self.store, self.chunkSize, self.lease)
+            expansion = try await withCancellationDelayed(by: .seconds(2)) {
+                try await store.expandDueSmallJobs(chunkSize: chunkSize, limit: limit, claiming: budget, lease: lease)
+            }
         } catch {
             scheduling.perform(scheduling.decide { $0.expansionClaimFailed() })
             throw error
