@@ -78,7 +78,7 @@ public final class FakeAppSenders: AppSenders {
         }
     }
 
-    public func reload() async throws {}
+    public func update(apps: [String: AppRecord]) async {}
 
     public func closeIdlePools(idleFor timeout: Duration, now: ContinuousClock.Instant) async -> [String] { [] }
 

@@ -39,10 +39,14 @@ public actor AppRegistry {
         self.resolver = CredentialResolver(directory: configuration.credentialsDirectory)
     }
 
-    /// Re-reads the app rows: rate limits and pauses take effect without a restart; a changed credential
-    /// location gets a new pool.
+    /// Re-reads the app rows (``update(apps:)``).
     public func reload() async throws {
-        let fresh = try await store.apps()
+        update(apps: try await store.apps())
+    }
+
+    /// Takes the app rows as just read: rate limits take effect without a restart; a changed credential
+    /// location, topic or endpoint gets a new pool.
+    public func update(apps fresh: [String: AppRecord]) {
         for (key, sender) in senders {
             guard let row = fresh[key.appID] else {
                 retire(key)

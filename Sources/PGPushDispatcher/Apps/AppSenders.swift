@@ -28,8 +28,9 @@ public protocol AppSenders: Sendable {
     func throttles() -> [String: AppThrottle]
     /// Re-divides the fleet's rate limits among `count` live workers.
     func setLiveWorkers(_ count: Int) async
-    /// Re-reads the apps' rows.
-    func reload() async throws
+    /// Takes the apps' rows as just read: a changed credential, topic or endpoint retires the app's sender, a
+    /// changed rate limit reaches its limiter.
+    func update(apps: [String: AppRecord]) async
     /// Closes the pools of apps nothing was sent for in `timeout`; returns their ids.
     @discardableResult
     func closeIdlePools(idleFor timeout: Duration, now: ContinuousClock.Instant) async -> [String]

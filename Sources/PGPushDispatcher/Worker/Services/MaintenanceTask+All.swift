@@ -39,14 +39,15 @@ extension MaintenanceTask {
         let every = configuration.maintenanceInterval
         let staleDeviceSweep = StaleDeviceSweepClock()
         return [
+            // The senders and the pauses from one read, the senders first: an operator who fixes a topic or a
+            // credential and resumes the app in one statement must never see a resume reach a sender that still
+            // has the old one (its errors would pause the app again). Two tasks on their own timers did that.
             MaintenanceTask(name: "app reload", interval: every, leaderOnly: false) {
-                try await worker.registry.reload()
+                let apps = try await worker.store.apps()
+                await worker.registry.update(apps: apps)
+                worker.appHealth.sync(pausedInDatabase: PauseTarget.paused(in: apps.values))
                 await worker.registry.closeIdlePools(idleFor: configuration.idlePoolTimeout)
                 await worker.samplePools()
-            },
-            MaintenanceTask(name: "pause sync", interval: every, leaderOnly: false) {
-                let apps = try await worker.store.apps()
-                worker.appHealth.sync(pausedInDatabase: PauseTarget.paused(in: apps.values))
                 worker.metrics.pausedApps.record(apps.values.count { $0.pausedReason != nil })
                 worker.metrics.heldNotifications.record(worker.heldNotifications())
             },
