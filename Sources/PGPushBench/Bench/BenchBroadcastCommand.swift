@@ -33,12 +33,15 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
               pgpush bench broadcast --devices 100000 --workers 2 --chunk-size 2000 --json
               pgpush bench broadcast --devices 100000 --live-activity   # a Live Activity update to 100,000 update tokens
               pgpush bench broadcast --devices 200000 --stand-in nginx --h2load   # the worker against nginx, beside h2load
+              pgpush bench broadcast --devices 200000 --latency-ms 30 --h2load --latency-samples 0   # full pipes at 30 ms
               pgpush bench broadcast --devices 100000 --per-device-content   # locale variants and badge increments
               pgpush bench broadcast --devices 100000 --web-share 1 --latency-samples 0   # browsers only
               pgpush bench broadcast --devices 100000 --web-share 1 --alternate-apns --rounds 3 --latency-samples 0
 
-            --h2load runs h2load (-c4 -m100, as many requests as devices) against the same endpoint right before
-            the broadcast, and reports the broadcast's tokens/s as a share of h2load's requests/s. --stand-in
+            --h2load runs h2load (-c4 -m100, as many requests as devices; with --latency-ms -c2 -m1000, a round
+            trip's worth in flight) against the same endpoint right before the broadcast, and reports the
+            broadcast's tokens/s as a share of h2load's requests/s. --cpu-hog keeps one core busy with another
+            process through both, as a shared host would. --stand-in
             nginx sends to a throwaway nginx (a C HTTP/2 server that answers 200 and checks nothing) instead of
             the in-process simulator, so that neither side of the ratio pays for the simulator's checks.
 
@@ -122,8 +125,11 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
     @Option(help: "What answers as APNs: simulator (in-process, checks everything) or nginx (a throwaway nginx that answers 200).")
     var standIn: APNsStandInKind = .simulator
 
-    @Flag(help: "Run h2load (-c4 -m100) against the same endpoint first and report the broadcast's rate as a share of it.")
+    @Flag(help: "Run h2load (-c4 -m100; with --latency-ms -c2 -m1000) against the same endpoint first and report the broadcast's rate as a share of it.")
     var h2load = false
+
+    @Flag(help: "Keep one core busy with another process through h2load and the broadcast, as a shared host would.")
+    var cpuHog = false
 
     @Option(help: "Give up after this many seconds.")
     var timeout: Double = 1800
@@ -235,8 +241,19 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
             androidShare: androidShare, webShare: webShare, liveActivity: liveActivity, perDeviceContent: perDeviceContent,
             maxRate: maxRate,
             simulatorLatency: simulatorEndpoint == nil && standIn == .simulator ? try simulatorLatency.latency : nil,
-            h2load: h2load ? H2LoadBaseline(requests: devices) : nil,
+            h2load: h2load ? try h2loadBaseline() : nil,
+            cpuHog: cpuHog,
             progress: json ? nil : FileHandle.standardError)
+    }
+
+    /// h2load's shape: with answers after a delay, two connections of 1,000 streams each (a round trip's worth of
+    /// requests in flight, as the worker may keep); without, `-c4 -m100`.
+    private func h2loadBaseline() throws -> H2LoadBaseline {
+        var baseline = H2LoadBaseline(requests: devices)
+        if simulatorEndpoint == nil, standIn == .simulator, simulatorLatency.latencyMs != nil {
+            (baseline.connections, baseline.streams) = (2, 1000)
+        }
+        return baseline
     }
 }
 

@@ -24,6 +24,8 @@ struct BenchBroadcastPlan: Sendable {
     var simulatorLatency: SimulatorLatency?
     /// h2load against the same endpoint before the broadcast, for the ratio; `nil` skips it.
     var h2load: H2LoadBaseline?
+    /// Whether a process keeps one core busy through h2load and the broadcast (``CPUHog``).
+    var cpuHog = false
     /// Where progress lines go; `nil` keeps quiet (JSON output).
     var progress: FileHandle?
 
@@ -40,6 +42,11 @@ struct BenchBroadcastPlan: Sendable {
         try await rig.registerDevices(audience)
         say("bench: \(devices) devices registered\(audience.web > 0 ? " (\(audience.web) web subscriptions)" : "") in "
             + "\(String(format: "%.1f", (clock.now - registering).seconds)) s")
+
+        // From here to the end of the broadcast, another process may take one core, for h2load and the worker alike.
+        let hog = cpuHog ? try CPUHog.start(limit: deadline - clock.now) : nil
+        defer { hog?.stop() }
+        if hog != nil { say("bench: a process keeps one core busy (--cpu-hog)") }
 
         // The same run's baseline, while nothing else runs: h2load against the endpoint the workers will use.
         var baseline: H2LoadBaseline.Result?
@@ -61,6 +68,7 @@ struct BenchBroadcastPlan: Sendable {
         let web = audience.web > 0 ? try await rig.database.webSendSpan(job) : nil
         let (broadcastLedger, webLedger) = (rig.ledger, rig.webLedger)
         let broadcastWorkers = await rig.stopWorkers()
+        hog?.stop()
         if perDeviceContent, final.state == "done" {
             // The devices started at 0: each counter moved once, or the run did not measure what it says.
             let counters = try await rig.badgeCounters(at: 1)
@@ -105,7 +113,8 @@ struct BenchBroadcastPlan: Sendable {
             webPushAnsweredBy: audience.web == 0 ? nil : (rig.webSimulator == nil ? "nginx" : "simulator"),
             duplicates: rig.ledger?.duplicates,
             standIn: rig.configuration.nginxStandIn ? "nginx" : (rig.configuration.externalSimulator == nil ? "simulator" : "external simulator"),
-            h2load: baseline)
+            h2load: baseline,
+            cpuHog: cpuHog)
     }
 
     /// Registers one fresh device (never a broadcast device, so the ledger sees no duplicate) with its own

@@ -43,6 +43,8 @@ struct BenchBroadcastReport: Sendable {
     var standIn = "simulator"
     /// h2load against the same endpoint in the same run, when asked for.
     var h2load: H2LoadBaseline.Result?
+    /// Whether a process kept one core busy beside the run (`--cpu-hog`).
+    var cpuHog = false
 
     /// The broadcast's tokens/s as a share of h2load's requests/s in the same run.
     var shareOfH2Load: Double? {
@@ -135,6 +137,7 @@ struct BenchBroadcastReport: Sendable {
             "worker_reports": workerReports.map(\.json),
             "workers_replaced": workersReplaced,
             "stand_in": standIn,
+            "cpu_hog": cpuHog,
             "worker_cpu_us_per_token": jsonValue(cpuMicrosecondsPerToken),
             "h2load": jsonValue(h2load?.json),
             "share_of_h2load": jsonValue(shareOfH2Load),
@@ -157,6 +160,7 @@ struct BenchBroadcastReport: Sendable {
         if perDeviceContent { table.append(["per-device content", Self.perDeviceContentLabel]) }
         table.append(["workers", String(workers)])
         table.append(["APNs answered by", standIn])
+        if cpuHog { table.append(["beside it", "a process keeping one core busy (--cpu-hog)"]) }
         table.append(["simulator latency", simulatorLatency?.label ?? "-"])
         if workersReplaced > 0 { table.append(["workers replaced (exited on their own)", String(workersReplaced)]) }
         table.append(["job state", jobState])
