@@ -54,7 +54,7 @@ struct BenchTransportCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("http2-engine"),
-        help: "The transport's HTTP/2 engine: nio, nghttp2, or both (one run each, nio first, against the same endpoint and h2load figure) (default: $PGPUSH_HTTP2_ENGINE, else nio)."
+        help: "The transport's HTTP/2 engine: nio, nghttp2, or both (one run each, nio first, against the same endpoint and h2load figure) (default: $PGPUSH_HTTP2_ENGINE, else nghttp2)."
     )
     var http2Engine: BenchHTTP2Engine?
 
@@ -143,7 +143,8 @@ struct BenchTransportCommand: AsyncParsableCommand {
             if !json { FileHandle.standardError.write(Data("h2load \(result.label): \(Int(result.requestsPerSecond)) requests/s\n".utf8)) }
         }
 
-        let engines: [HTTP2Engine?] = http2Engine.map { $0.engines } ?? [nil]
+        let environment = ProcessInfo.processInfo.environment["PGPUSH_HTTP2_ENGINE"].flatMap(HTTP2Engine.init(rawValue:))
+        let engines: [HTTP2Engine?] = http2Engine.map { $0.engines } ?? [environment]
         var reports: [TransportBenchReport] = []
         for engine in engines {
             var configuration = HTTP2ClientConfiguration(endpoint: try ProviderEndpoint(url: endpoint))

@@ -71,7 +71,7 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "Key and certificate paths in push.apps must resolve inside this directory (env: PGPUSH_CREDENTIALS_DIR).")
     var credentialsDir: String?
     @Option(help: ArgumentHelp(
-        "The HTTP/2 engine of every provider connection: nio (NIO HTTP/2) or nghttp2 (libnghttp2) (env: PGPUSH_HTTP2_ENGINE; default nio).",
+        "The HTTP/2 engine of every provider connection: nghttp2 (libnghttp2) or nio (NIO HTTP/2) (env: PGPUSH_HTTP2_ENGINE; default nghttp2).",
         valueName: "engine"))
     var http2Engine: String?
     @Option(help: "HTTP/2 connections per app (env: PGPUSH_CONNECTIONS_PER_APP; default 4).")
@@ -147,7 +147,7 @@ struct WorkerCommand: AsyncParsableCommand {
             ])
         }
         configuration.databaseConnections = max(4, configuration.databaseConnections)
-        try selectHTTP2Engine()
+        configuration.http2Engine = try http2EngineSetting() ?? configuration.http2Engine
         let port = try setting(metricsPort, "PGPUSH_METRICS_PORT") ?? 9464
         let host = try setting(metricsHost, "PGPUSH_METRICS_HOST") ?? "0.0.0.0"
         try await checkDatabase(url, logger: logger)
@@ -334,15 +334,14 @@ struct WorkerCommand: AsyncParsableCommand {
         return configuration
     }
 
-    /// Every provider pool reads its engine from `PGPUSH_HTTP2_ENGINE` when it is made
-    /// (``HTTP2Engine/fromEnvironment``), so the flag is handed on through the environment, set before any
-    /// pool exists. A value that names no engine is a usage error, from the flag or the environment alike.
-    private func selectHTTP2Engine() throws {
-        guard let raw = try setting(http2Engine, "PGPUSH_HTTP2_ENGINE") else { return }
+    /// `--http2-engine`, or `PGPUSH_HTTP2_ENGINE`; `nil` when neither is given. A value that names no engine is
+    /// a usage error, from the flag or the environment alike.
+    private func http2EngineSetting() throws -> HTTP2Engine? {
+        guard let raw = try setting(http2Engine, "PGPUSH_HTTP2_ENGINE") else { return nil }
         guard let engine = HTTP2Engine(rawValue: raw) else {
             throw ValidationError("--http2-engine must be nio or nghttp2, not \(raw)")
         }
-        setenv("PGPUSH_HTTP2_ENGINE", engine.rawValue, 1)
+        return engine
     }
 
     private func positive(_ seconds: Double, _ name: String) throws -> Duration {

@@ -217,6 +217,7 @@ public actor AppRegistry {
         client.proxy = configuration.httpsProxy
         client.connectionsPerPool = configuration.connectionsPerApp
         client.requestTimeout = configuration.requestTimeout
+        client.http2Engine = configuration.http2Engine
         return client
     }
 
@@ -383,7 +384,8 @@ public actor AppRegistry {
         }
         let client = try WebPushClient(
             configuration: WebPushClientConfiguration(
-                allowedOrigins: origins, caFile: configuration.webPushCAFile, requestTimeout: configuration.requestTimeout),
+                allowedOrigins: origins, caFile: configuration.webPushCAFile, requestTimeout: configuration.requestTimeout,
+                http2Engine: configuration.http2Engine),
             tokens: vapidTokens, logger: logger)
         webPushClient = client
         return client

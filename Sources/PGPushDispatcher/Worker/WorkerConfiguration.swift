@@ -37,6 +37,8 @@ public struct WorkerConfiguration: Sendable {
     /// HTTP/2 connections per app. Four with 250 streams each carry what two with 500 do, for less CPU: the
     /// HTTP/2 stack's cost per stream grows with the streams open on its connection (BENCHMARKS.md).
     public var connectionsPerApp: Int = 4
+    /// The HTTP/2 implementation of every provider connection, Web Push's included (`--http2-engine`).
+    public var http2Engine: HTTP2Engine = .default
     /// Per-request deadline.
     public var requestTimeout: Duration = .seconds(15)
     /// Sends every app's traffic to this base URL (a simulator or a staging relay) instead of Apple's hosts.

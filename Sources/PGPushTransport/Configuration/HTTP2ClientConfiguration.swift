@@ -45,8 +45,8 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// The largest response body read; a push error body is usually a few dozen bytes.
     public var maximumResponseBodyBytes: Int = 4096
 
-    /// The HTTP/2 implementation under TLS: NIO HTTP/2 unless `PGPUSH_HTTP2_ENGINE` names another.
-    public var http2Engine: HTTP2Engine = .fromEnvironment
+    /// The HTTP/2 implementation under TLS (``HTTP2Engine/default``: libnghttp2).
+    public var http2Engine: HTTP2Engine = .default
 
     /// Defaults throughout, connecting to `endpoint` with `provider`'s rules.
     public init(endpoint: ProviderEndpoint, provider: any HTTP2ProviderRules) {

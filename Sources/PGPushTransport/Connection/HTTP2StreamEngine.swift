@@ -19,9 +19,7 @@ public enum HTTP2Engine: String, Sendable, CaseIterable {
     /// libnghttp2 (the engine h2load runs on) in one channel handler: decrypted bytes in, frames out.
     case nghttp2
 
-    /// `PGPUSH_HTTP2_ENGINE` from the environment when it names an engine, else ``nio``: read once per pool,
-    /// so a test run or a bench can pick the engine without a new option on every command.
-    public static var fromEnvironment: HTTP2Engine {
-        ProcessInfo.processInfo.environment["PGPUSH_HTTP2_ENGINE"].flatMap(HTTP2Engine.init(rawValue:)) ?? .nio
-    }
+    /// libnghttp2: about half the CPU a request of NIO HTTP/2 here (BENCHMARKS.md), with the same behaviour on
+    /// the wire. NIO HTTP/2 stays selectable (`pgpush worker --http2-engine nio`).
+    public static let `default`: HTTP2Engine = .nghttp2
 }

@@ -24,6 +24,8 @@ struct WebPushClientConfiguration: Sendable {
     var http2ConnectionsPerOrigin = 4
     /// An origin's HTTP/2 pool nothing was sent through for this long is closed.
     var http2IdleTimeout: Duration = .seconds(300)
+    /// The HTTP/2 implementation of the origins' pools.
+    var http2Engine: HTTP2Engine = .default
 }
 
 /// One message to send and what to do with its answer, which comes exactly once.
@@ -81,7 +83,7 @@ final class WebPushClient: Sendable {
             settings: .init(
                 maximumPools: configuration.maximumHTTP2Origins, connectionsPerPool: configuration.http2ConnectionsPerOrigin,
                 idleTimeout: configuration.http2IdleTimeout, caFile: configuration.caFile,
-                requestTimeout: configuration.requestTimeout),
+                requestTimeout: configuration.requestTimeout, http2Engine: configuration.http2Engine),
             logger: self.logger)
     }
 

@@ -26,6 +26,7 @@ final class WebPushOriginPools: Sendable {
         /// Extra trust roots (`--web-push-ca-file`); the system's are always kept, verification always on.
         var caFile: String?
         var requestTimeout: Duration = .seconds(10)
+        var http2Engine: HTTP2Engine = .default
     }
 
     private struct Pooled {
@@ -155,6 +156,7 @@ final class WebPushOriginPools: Sendable {
         configuration.requestTimeout = settings.requestTimeout
         configuration.connectTimeout = min(settings.requestTimeout, .seconds(10))
         configuration.maximumResponseBodyBytes = WebPushClient.maximumAnswerBytes
+        configuration.http2Engine = settings.http2Engine
         let pool: HTTP2ConnectionPool?
         do {
             pool = try HTTP2ConnectionPool(configuration: configuration, credentials: .none, logger: logger)
