@@ -231,6 +231,7 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
         configuration.withAndroid = androidShare > 0
         configuration.withWeb = webShare > 0
         configuration.nginxStandIn = standIn == .nginx
+        configuration.acceptsAnyTokenRefresh = h2load
         return configuration
     }
 

@@ -53,6 +53,10 @@ final class BroadcastRig: @unchecked Sendable {
         /// Whether a throwaway nginx (``NginxAPNsStandIn``) stands in for APNs instead of the simulator: a C
         /// server that checks nothing, for measuring the workers alone (the simulator's ledger is not kept).
         var nginxStandIn = false
+        /// Whether the in-process simulator takes a new provider token from the rig's key at any time. h2load
+        /// signs its own before the workers sign theirs, and APNs' rule (one new token per 20 minutes) would
+        /// answer the workers' `429 TooManyProviderTokenUpdates`.
+        var acceptsAnyTokenRefresh = false
     }
 
     /// How many devices of each kind were registered.
@@ -187,6 +191,7 @@ final class BroadcastRig: @unchecked Sendable {
             simulatorConfiguration.tokenKeys = [SimulatorTokenKey(teamID: teamID, keyID: keyID, publicKey: publicKey!)]
             simulatorConfiguration.faults = configuration.simulatorFaults
             simulatorConfiguration.faults.latency = configuration.simulatorLatency
+            if configuration.acceptsAnyTokenRefresh { simulatorConfiguration.providerTokenMinimumRefreshInterval = .zero }
             var simulatorLogger = logger
             simulatorLogger.logLevel = .warning
             let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: simulatorLogger)
