@@ -44,7 +44,7 @@ struct BenchBroadcastPlan: Sendable {
             + "\(String(format: "%.1f", (clock.now - registering).seconds)) s")
 
         // From here to the end of the broadcast, another process may take one core, for h2load and the worker alike.
-        let hog = cpuHog ? try CPUHog.start(limit: deadline - clock.now) : nil
+        let hog = cpuHog ? CPUHog.start(limit: deadline - clock.now) : nil
         defer { hog?.stop() }
         if hog != nil { say("bench: a process keeps one core busy (--cpu-hog)") }
 
