@@ -45,6 +45,34 @@ import Testing
         #expect(limit.limit == Int(1000 * 47.5 / 55))
     }
 
+    /// Round trips spread evenly over `low`…`low + spread` ms, in a shuffled order, one window's worth.
+    func jitteryWindow(_ limit: inout Limit, low: Int, spread: Int, at now: ContinuousClock.Instant) {
+        let count = limit.limit
+        for k in 0..<count { limit.record(.milliseconds(low + (k * 37) % (spread + 1)), now: now) }
+    }
+
+    /// A server whose answers take 30–80 ms at random (APNs from a real data centre) is no queue: the fastest
+    /// tenth of every window stays near the 30 ms base. Judged by the average (55 ms against a 47.5 ms target),
+    /// the limit fell window after window to its minimum and emptied the pipes.
+    @Test func aServersJitterIsNoQueue() {
+        var limit = Limit()
+        for i in 0..<50 { jitteryWindow(&limit, low: 30, spread: 50, at: t0 + .milliseconds(100 * i)) }
+        #expect(limit.baseDelay == .milliseconds(30))
+        #expect(limit.limit == 1000)
+    }
+
+    /// A standing queue delays every answer, the fastest too: 40 ms of queue on top of the same jitter shrinks
+    /// the limit, by the fastest tenth's delay against the target.
+    @Test func aQueueUnderJitterStillShrinksTheLimit() {
+        var limit = Limit()
+        jitteryWindow(&limit, low: 30, spread: 50, at: t0)
+        jitteryWindow(&limit, low: 70, spread: 50, at: t0 + .milliseconds(100))
+        #expect(limit.limit < 1000)
+        #expect(limit.limit >= 500, "at most one halving a window")
+        for i in 2..<40 { jitteryWindow(&limit, low: 70, spread: 50, at: t0 + .milliseconds(100 * i)) }
+        #expect(limit.limit == 16)
+    }
+
     @Test func onceTheQueueDrainsTheLimitGrowsBackToTheMaximum() {
         var limit = Limit(configuration: .init(minimum: 16, maximum: 1000, growth: 0.05))
         window(&limit, .milliseconds(30), at: t0)

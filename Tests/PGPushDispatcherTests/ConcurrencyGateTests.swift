@@ -16,9 +16,10 @@ import Testing
 
     @Test func roundTripsThatShowAQueueLetFewerRequestsInFlight() async {
         let gate = ConcurrencyGate(initial: 16, maximum: 64)
-        await answer(gate, count: 200, roundTrip: .milliseconds(10))
+        // Three windows of 64 quick answers, so that the next window is all slow ones.
+        await answer(gate, count: 192, roundTrip: .milliseconds(10))
         #expect(gate.limit == 64, "quick answers grow the limit to its maximum")
-        // A window of answers taking 100 ms where 30 ms would do (1.5 × 10 ms + 15 ms): the queue is cut.
+        // A window of answers taking 100 ms where 22.5 ms would do (1.25 × 10 ms + 10 ms): the queue is cut.
         await answer(gate, count: 64, roundTrip: .milliseconds(100))
         #expect(gate.limit == 32)
         #expect(gate.backoffLimit == nil, "a queue is not an overload: the scheduler still claims the app in full")
@@ -50,7 +51,7 @@ import Testing
 
     @Test func aLimitedGateHoldsTheNextRequestUntilAnAnswerFreesAPermit() async throws {
         let gate = ConcurrencyGate(initial: 16, maximum: 64)
-        await answer(gate, count: 200, roundTrip: .milliseconds(10))
+        await answer(gate, count: 192, roundTrip: .milliseconds(10))
         await answer(gate, count: 64, roundTrip: .milliseconds(100))
         for _ in 0..<32 { await gate.acquire() }
         let admitted = Flag()

@@ -1,8 +1,14 @@
 /// A limit on in-flight requests from the round trips they take. Requests beyond what fills the path only wait
 /// in a queue (this process's, the connection's or the server's), and an urgent notification waits behind
-/// them. Like TCP Vegas and LEDBAT, it compares the average round trip of each window of answers with the
-/// shortest seen lately (the path's base delay): above ``Configuration/tolerance`` times the base plus
+/// them. Like TCP Vegas and LEDBAT, it compares each window of answers with the shortest round trip seen
+/// lately (the path's base delay): above ``Configuration/tolerance`` times the base plus
 /// ``Configuration/slack`` it shrinks by their ratio, below it grows by ``Configuration/growth`` per window.
+///
+/// A window is judged by a low percentile of its round trips (``Configuration/percentile``), not by their
+/// average. A standing queue delays every request behind it, the fastest included; a server whose answers
+/// vary by tens of milliseconds (APNs from a real data centre), or a busy host that is late to read some
+/// answers, leaves the fastest near the base. Judged by the average, answers spread over 30–80 ms read as a
+/// queue on a 30 ms path, and the limit emptied the pipes to its minimum.
 /// Pure; the caller passes the time.
 public struct QueueingDelayLimit: Sendable {
     public typealias Instant = ContinuousClock.Instant
@@ -21,9 +27,13 @@ public struct QueueingDelayLimit: Sendable {
         public var growth: Double
         /// The most one window of slow answers may take off the limit, as a factor.
         public var deepestCut: Double
+        /// The round trip a window is judged by: this percentile of its answers' (0.1: all but the fastest
+        /// tenth were slower).
+        public var percentile: Double
 
         public init(minimum: Int = 16, maximum: Int = 1000, tolerance: Double = 1.25, slack: Duration = .milliseconds(10),
-                    baseWindow: Duration = .seconds(30), growth: Double = 0.05, deepestCut: Double = 0.5) {
+                    baseWindow: Duration = .seconds(30), growth: Double = 0.05, deepestCut: Double = 0.5,
+                    percentile: Double = 0.1) {
             self.minimum = max(1, minimum)
             self.maximum = max(self.minimum, maximum)
             self.tolerance = max(1, tolerance)
@@ -31,6 +41,7 @@ public struct QueueingDelayLimit: Sendable {
             self.baseWindow = baseWindow
             self.growth = max(0, growth)
             self.deepestCut = min(max(deepestCut, 0.01), 1)
+            self.percentile = min(max(percentile, 0), 1)
         }
     }
 
@@ -39,13 +50,14 @@ public struct QueueingDelayLimit: Sendable {
     private var epochStart: Instant?
     private var epochMinimum: Duration?
     private var previousEpochMinimum: Duration?
-    private var roundAnswers = 0
-    private var roundTotal: Duration = .zero
+    /// The round trips of the window being gathered.
+    private var roundTrips: [Duration] = []
 
     /// Starts at the maximum: it only ever holds back a queue that was measured.
     public init(configuration: Configuration = .init()) {
         self.configuration = configuration
         window = Double(configuration.maximum)
+        roundTrips.reserveCapacity(configuration.maximum)
     }
 
     /// The current limit, between the minimum and the maximum.
@@ -76,14 +88,14 @@ public struct QueueingDelayLimit: Sendable {
         }
         epochMinimum = min(epochMinimum ?? roundTrip, roundTrip)
 
-        roundAnswers += 1
-        roundTotal += roundTrip
-        guard roundAnswers >= max(1, limit), let target else { return }
-        let average = roundTotal / roundAnswers
-        roundAnswers = 0
-        roundTotal = .zero
-        if average > target {
-            let ratio = max(configuration.deepestCut, target.inSeconds / average.inSeconds)
+        roundTrips.append(roundTrip)
+        guard roundTrips.count >= max(1, limit), let target else { return }
+        // Once a window (about a round trip's answers, so a thousand at most): sorting them costs little.
+        roundTrips.sort()
+        let judged = roundTrips[min(roundTrips.count - 1, Int(Double(roundTrips.count) * configuration.percentile))]
+        roundTrips.removeAll(keepingCapacity: true)
+        if judged > target {
+            let ratio = max(configuration.deepestCut, target.inSeconds / judged.inSeconds)
             window = max(Double(configuration.minimum), window * ratio)
         } else {
             window = min(Double(configuration.maximum), window * (1 + configuration.growth) + 1)
