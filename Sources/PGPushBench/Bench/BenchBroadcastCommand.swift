@@ -21,6 +21,9 @@ struct BenchBroadcastCommand: AsyncParsableCommand {
               peak RSS        the largest VmHWM (/proc/<pid>/status) of the broadcast's workers
               statements/1k   PostgreSQL statements of the broadcast's workers (from their `worker stopped`
                               log line: startup, polls and maintenance included) per 1,000 tokens
+              PostgreSQL CPU  every server process's CPU (user + system, /proc: the postmaster, its live
+                              children and those it reaped) from the workers' start to their stop, per
+                              1,000 tokens; the throwaway cluster only
               simulator       accepted notifications and duplicated tokens (in-process simulator only)
               sim. latency    the in-process simulator's delay before each answer (--latency-ms)
               web messages/s  web outcomes ÷ (first claim → last web outcome's sent_at), with --web-share

@@ -57,6 +57,7 @@ struct BenchBroadcastPlan: Sendable {
         }
 
         // Phase 1: the broadcast, measured by the database's own timestamps.
+        let postgresCPUBefore = rig.postgresCPUSeconds()
         try rig.startWorkers(workers)
         let job = liveActivity
             ? try await rig.enqueueActivityUpdate() : try await rig.enqueue(perDeviceContent: perDeviceContent, maxRate: maxRate)
@@ -68,6 +69,7 @@ struct BenchBroadcastPlan: Sendable {
         let web = audience.web > 0 ? try await rig.database.webSendSpan(job) : nil
         let (broadcastLedger, webLedger) = (rig.ledger, rig.webLedger)
         let broadcastWorkers = await rig.stopWorkers()
+        let postgresCPUAfter = rig.postgresCPUSeconds()
         hog?.stop()
         if perDeviceContent, final.state == "done" {
             // The devices started at 0: each counter moved once, or the run did not measure what it says.
@@ -106,6 +108,7 @@ struct BenchBroadcastPlan: Sendable {
             jobSeconds: jobSeconds,
             latencySeconds: latencies,
             workerReports: broadcastWorkers,
+            postgresCPUSeconds: postgresCPUBefore.flatMap { before in postgresCPUAfter.map { $0 - before } },
             broadcastAccepted: broadcastLedger?.accepted,
             webMessages: web?.messages,
             webSeconds: web?.seconds,

@@ -27,6 +27,9 @@ struct BenchBroadcastReport: Sendable {
     var latencySeconds: [Double]
     /// The broadcast's workers, as they reported when stopped.
     var workerReports: [WorkerProcess.Report]
+    /// The throwaway cluster's CPU (every PostgreSQL process) from the workers' start to their stop; `nil` with
+    /// the caller's database.
+    var postgresCPUSeconds: Double? = nil
     /// The simulator's accepted count right after the broadcast (before the latency jobs).
     var broadcastAccepted: Int?
     /// The broadcast's web outcomes (delivered + failed), with web subscriptions.
@@ -98,6 +101,12 @@ struct BenchBroadcastReport: Sendable {
         return counts.count == workerReports.count && !counts.isEmpty ? counts.reduce(0, +) : nil
     }
 
+    /// PostgreSQL's CPU per 1,000 tokens, in milliseconds: the server's share of the broadcast's cost.
+    var postgresCPUMillisecondsPerThousandTokens: Double? {
+        guard let postgresCPUSeconds, tokens > 0 else { return nil }
+        return postgresCPUSeconds * 1e6 / Double(tokens)
+    }
+
     var statementsPerThousandTokens: Double? {
         guard let statements, tokens > 0 else { return nil }
         return Double(statements) / (Double(tokens) / 1000)
@@ -132,6 +141,7 @@ struct BenchBroadcastReport: Sendable {
             "worker_peak_rss_kb": jsonValue(peakRSSKilobytes),
             "statements": jsonValue(statements),
             "statements_per_1000_tokens": jsonValue(statementsPerThousandTokens),
+            "postgres_cpu_ms_per_1000_tokens": jsonValue(postgresCPUMillisecondsPerThousandTokens),
             "simulator_accepted": jsonValue(broadcastAccepted),
             "simulator_duplicates": jsonValue(duplicates),
             "worker_reports": workerReports.map(\.json),
@@ -186,6 +196,7 @@ struct BenchBroadcastReport: Sendable {
         table.append(["worker peak RSS (MB)", number(peakRSSKilobytes.map { Double($0) / 1024 }, "%.1f")])
         table.append(["PostgreSQL statements", statements.map { String($0) }])
         table.append(["statements per 1,000 tokens", number(statementsPerThousandTokens, "%.2f")])
+        table.append(["PostgreSQL CPU per 1,000 tokens (ms)", number(postgresCPUMillisecondsPerThousandTokens, "%.1f")])
         table.append(["simulator accepted", broadcastAccepted.map { String($0) }])
         table.append(["simulator duplicates", duplicates.map { String($0) }])
         if let webLedger {

@@ -434,6 +434,11 @@ final class BroadcastRig: @unchecked Sendable {
         for worker in lock.withLock({ workers }) { worker.samplePeakRSS() }
     }
 
+    /// The throwaway cluster's CPU time so far (``ClusterCPUTime``); `nil` with the caller's database.
+    func postgresCPUSeconds() -> Double? {
+        clusterDirectory.flatMap { ClusterCPUTime.seconds(dataDirectory: "\($0)/data") }
+    }
+
     /// The running workers' CPU time so far (user + system), or `nil` if one of them cannot be read.
     func workerCPUSeconds() -> Double? {
         let samples = lock.withLock { workers }.map { $0.cpuSeconds() }
