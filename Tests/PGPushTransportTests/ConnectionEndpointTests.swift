@@ -67,8 +67,7 @@ struct ConnectionEndpointTests {
             payload: Array(#"{"aps":{}}"#.utf8)
         )
         let token = ProviderToken(jwt: "jwt", issuedAt: Date(), teamID: "TEAM123456", keyID: "KEY1234567")
-        let headers = APNsRequestHeaders.make(
-            for: request, authority: "127.0.0.1:2197", authorization: token.authorizationHeaderValue)
+        let headers = request.headers(authority: "127.0.0.1:2197", authorization: token.authorizationHeaderValue)
         #expect(headers.first(name: ":method") == "POST")
         #expect(headers.first(name: ":path") == "/3/device/" + String(repeating: "ab", count: 32))
         #expect(headers.first(name: ":authority") == "127.0.0.1:2197")
@@ -83,13 +82,23 @@ struct ConnectionEndpointTests {
         let indexing = Dictionary(headers.map { ($0.name, $0.indexable) }, uniquingKeysWith: { first, _ in first })
         #expect(indexing[":path"] == .nonIndexable)
         #expect(indexing["apns-id"] == .nonIndexable)
+        #expect(indexing["content-length"] == .nonIndexable)
         #expect(indexing["authorization"] == .indexable)
+        #expect(indexing["apns-topic"] == .indexable)
+        // Pseudo-header fields first, in the order HTTP/2 requires them before any other.
+        #expect(headers.map(\.name).prefix(4) == [":method", ":scheme", ":path", ":authority"])
+
+        // A job's requests share one template: the same block, field for field.
+        let template = APNsHeaderTemplate(request)
+        let fromTemplate = APNsDeviceRequest(template: template, deviceToken: request.deviceToken, apnsID: request.apnsID, payload: request.payload)
+        #expect(fromTemplate.headerBlock(authority: "127.0.0.1:2197", authorization: token.authorizationHeaderValue)
+            == request.headerBlock(authority: "127.0.0.1:2197", authorization: token.authorizationHeaderValue))
 
         var bare = request
         bare.priority = nil
         bare.expiration = nil
         bare.collapseID = nil
-        let bareHeaders = APNsRequestHeaders.make(for: bare, authority: "a", authorization: nil)
+        let bareHeaders = bare.headers(authority: "a", authorization: nil)
         #expect(bareHeaders.first(name: "authorization") == nil)
         #expect(bareHeaders.first(name: "apns-priority") == nil)
         #expect(bareHeaders.first(name: "apns-expiration") == nil)

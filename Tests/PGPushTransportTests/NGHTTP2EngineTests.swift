@@ -51,7 +51,7 @@ struct NGHTTP2EngineTests {
             headers.add(name: ":scheme", value: "https")
             headers.add(name: ":path", value: "/\(tag)")
             engine.open([HTTP2PendingStream(
-                headers: headers, body: body, timeout: timeout, maximumBodyBytes: maximumBodyBytes, keepsBody: keepsBody,
+                headers: HTTP2HeaderBlock(headers), body: body, timeout: timeout, maximumBodyBytes: maximumBodyBytes, keepsBody: keepsBody,
                 onResult: recorder.onResult(tag))])
         }
 

@@ -49,7 +49,7 @@ struct StreamDispatcherTests {
             headers.add(name: ":method", value: "POST")
             headers.add(name: ":path", value: "/\(tag)")
             dispatcher.open([HTTP2PendingStream(
-                headers: headers, body: body, timeout: timeout, maximumBodyBytes: 4096, keepsBody: keepsBody,
+                headers: HTTP2HeaderBlock(headers), body: body, timeout: timeout, maximumBodyBytes: 4096, keepsBody: keepsBody,
                 onResult: recorder.onResult(tag))])
         }
 

@@ -4,24 +4,40 @@ import typealias Foundation.uuid_t
 /// The `apns-id` text form, encoded and decoded without Foundation's formatter: on Linux that goes through
 /// `sprintf`/`sscanf`, and both ends of the transport handle one id per request.
 extension UUID {
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+    /// A nibble's lowercase hex digit.
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
+    }
 
     /// The canonical lowercase 8-4-4-4-12 form, as APNs echoes it.
     public var apnsIDString: String {
+        String(unsafeUninitializedCapacity: 36) { writeAPNsID(into: $0) }
+    }
+
+    /// Appends the 36 bytes of ``apnsIDString`` to `bytes`, with no string in between: a request's header
+    /// block is written straight from the id.
+    public func appendAPNsID(to bytes: inout [UInt8]) {
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: 36))
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            _ = writeAPNsID(into: UnsafeMutableBufferPointer(rebasing: buffer[start..<(start + 36)]))
+        }
+    }
+
+    private func writeAPNsID(into output: UnsafeMutableBufferPointer<UInt8>) -> Int {
         withUnsafeBytes(of: uuid) { bytes in
-            String(unsafeUninitializedCapacity: 36) { output in
-                var position = 0
-                for (index, byte) in bytes.enumerated() {
-                    if index == 4 || index == 6 || index == 8 || index == 10 {
-                        output[position] = UInt8(ascii: "-")
-                        position += 1
-                    }
-                    output[position] = Self.hexDigits[Int(byte >> 4)]
-                    output[position + 1] = Self.hexDigits[Int(byte & 0x0F)]
-                    position += 2
+            var position = 0
+            for (index, byte) in bytes.enumerated() {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    output[position] = UInt8(ascii: "-")
+                    position += 1
                 }
-                return position
+                output[position] = Self.hexDigit(byte >> 4)
+                output[position + 1] = Self.hexDigit(byte & 0x0F)
+                position += 2
             }
+            return position
         }
     }
 

@@ -6,7 +6,7 @@ import PGPushCore
 
 /// One request waiting to be written on a connection.
 struct HTTP2PendingStream {
-    var headers: HPACKHeaders
+    var headers: HTTP2HeaderBlock
     var body: [UInt8]
     var timeout: TimeAmount
     var maximumBodyBytes: Int
@@ -123,13 +123,13 @@ final class HTTP2StreamDispatcher: ChannelDuplexHandler, HTTP2StreamEngine {
             onResult: pending.onResult, deadline: deadline, maximumBodyBytes: pending.maximumBodyBytes, keepsBody: pending.keepsBody)
         guard !pending.body.isEmpty else {
             // A GET or DELETE (the broadcast channel API): END_STREAM on the HEADERS, no DATA frame at all.
-            let headers = HTTP2Frame.FramePayload.Headers(headers: pending.headers, endStream: true)
+            let headers = HTTP2Frame.FramePayload.Headers(headers: pending.headers.hpackHeaders, endStream: true)
             context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(headers))), promise: nil)
             return
         }
         var buffer = context.channel.allocator.buffer(capacity: pending.body.count)
         buffer.writeBytes(pending.body)
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: pending.headers)))), promise: nil)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: pending.headers.hpackHeaders)))), promise: nil)
         context.write(
             wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
             promise: nil

@@ -95,7 +95,7 @@ extension HTTP2ConnectionPool {
     /// A request with its slot reserved and its headers built, ready to be written.
     private struct PreparedStream: Sendable {
         var lease: HTTP2StreamLease
-        var headers: HPACKHeaders
+        var headers: HTTP2HeaderBlock
         var body: [UInt8]
         var keepsBody: Bool
         var token: ProviderToken?
@@ -120,7 +120,7 @@ extension HTTP2ConnectionPool {
 
     private func prepared<Request: PushRequest>(_ request: Request, lease: HTTP2StreamLease, token: ProviderToken?) -> PreparedStream {
         PreparedStream(
-            lease: lease, headers: request.headers(authority: authority, authorization: token?.authorizationHeaderValue),
+            lease: lease, headers: request.headerBlock(authority: authority, authorization: token?.authorizationHeaderValue),
             body: request.body, keepsBody: Request.keepsResponseBody, token: token)
     }
 

@@ -17,6 +17,11 @@ public protocol HTTP2ProviderRules: Sendable, CustomStringConvertible {
     /// per answer: one pass over `headers`.
     func response(status: Int, headers: HPACKHeaders, body: [UInt8], keepsBody: Bool) -> ProviderResponse
 
+    /// The response header fields ``response(status:headers:body:keepsBody:)`` reads, by lowercase name. The
+    /// nghttp2 engine hands it only these: a server's other fields (`date`, `server`, `content-type`) would
+    /// cost two strings each, once per answer, and be thrown away.
+    var responseHeaderNames: [String] { get }
+
     /// The reason a GOAWAY's debug data gives, if the provider writes one there.
     func goAwayReason(debugData: String) -> String?
 

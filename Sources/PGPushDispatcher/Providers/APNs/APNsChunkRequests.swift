@@ -3,18 +3,16 @@ import PGPushCore
 import PGPushStore
 import PGPushTransport
 
-/// APNs requests to devices: the job's headers built once per chunk, its payload (or the device's locale
-/// variant with its badge) per token.
+/// APNs requests to devices: the job's header fields encoded once per chunk (``APNsHeaderTemplate``), its
+/// payload (or the device's locale variant with its badge) per token.
 struct APNsChunkRequests: ChunkRequests {
     /// Reasons that, in numbers, mean a credential for the wrong APNs environment.
     static let wrongCredentialReasons: Set<String> = ["BadDeviceToken"]
 
     private let topic: String
     private let appTopic: String
-    private let pushType: PushType
-    private let priority: APNsPriority?
-    private let expiration: Int64?
-    private let collapseID: String?
+    /// The header fields every device's request shares, encoded once for the chunk.
+    private let template: APNsHeaderTemplate
     private let payload: [UInt8]
     /// A job with per-device content: its payloads by locale, each with the place of the badge when the job
     /// increments it.
@@ -29,12 +27,11 @@ struct APNsChunkRequests: ChunkRequests {
 
     init(job: JobDetails, sender: AppSender) throws {
         let pushType = PushType(rawValue: job.pushType) ?? .alert
-        self.pushType = pushType
         topic = sender.topic(for: pushType)
         appTopic = sender.app.topic
-        priority = APNsPriority(rawValue: job.apnsPriority)
-        expiration = job.expiresAt.map { Int64($0.timeIntervalSince1970) }
-        collapseID = job.collapseID
+        template = APNsHeaderTemplate(
+            topic: topic, pushType: pushType, priority: APNsPriority(rawValue: job.apnsPriority),
+            expiration: job.expiresAt.map { Int64($0.timeIntervalSince1970) }, collapseID: job.collapseID)
         payload = job.payload
         variants = try ProviderRequests.personalBodies(job, platform: .ios)?.map {
             SlottedPayload(bytes: $0, slot: job.incrementsBadge ? BadgeSlot(in: $0) : nil)
@@ -48,9 +45,7 @@ struct APNsChunkRequests: ChunkRequests {
             bytes = message.slot.map { $0.write(content?.badge ?? ProviderRequests.unknownDeviceBadge, into: message.bytes) }
                 ?? message.bytes
         }
-        return APNsRequest(
-            deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
-            collapseID: collapseID, apnsID: deliveryID, payload: bytes)
+        return APNsDeviceRequest(template: template, deviceToken: token, apnsID: deliveryID, payload: bytes)
     }
 
     func classify(_ outcome: ProviderOutcome) -> (DeliveryClass, Duration?) {

@@ -24,6 +24,8 @@ struct WebPushRules: HTTP2ProviderRules {
             status: status, reason: WebPushClient.reason(in: body), retryAfter: retryAfter.map { String($0.components.seconds) })
     }
 
+    var responseHeaderNames: [String] { ["retry-after"] }
+
     func goAwayReason(debugData: String) -> String? { nil }
 
     func retiresConnection(_ response: ProviderResponse) -> Bool { false }

@@ -43,7 +43,9 @@ final class NGHTTP2StreamEngine: ChannelDuplexHandler, HTTP2StreamEngine {
     private var session: NGHTTP2Session!
     private var context: ChannelHandlerContext?
     private var streams: [Int32: OpenStream] = [:]
-    private var headerBlock = NGHTTP2HeaderBlock()
+    private var headerPairs = NGHTTP2HeaderPairs()
+    /// The response fields the rules read (``HTTP2ProviderRules/responseHeaderNames``), with their bytes.
+    private let keptResponseHeaderNames: [(name: String, bytes: [UInt8])]
     private var acceptsStreams = true
     private var started = false
     private var inactive = false
@@ -63,6 +65,7 @@ final class NGHTTP2StreamEngine: ChannelDuplexHandler, HTTP2StreamEngine {
         onEvent: @escaping @Sendable (HTTP2ConnectionEvent) -> Void
     ) throws {
         self.rules = rules
+        keptResponseHeaderNames = rules.responseHeaderNames.map { ($0, Array($0.lowercased().utf8)) }
         self.results = results
         self.onEvent = onEvent
         streams.reserveCapacity(1024)
@@ -220,7 +223,7 @@ final class NGHTTP2StreamEngine: ChannelDuplexHandler, HTTP2StreamEngine {
         let now = NIODeadline.now()
         var idsUsedUp = false
         for pending in batch {
-            let streamID = headerBlock.withPairs(of: pending.headers) { pairs, count in
+            let streamID = headerPairs.withPairs(of: pending.headers) { pairs, count in
                 session.submitRequest(pairs, count: count, hasBody: !pending.body.isEmpty)
             }
             guard streamID > 0 else {
@@ -291,12 +294,32 @@ final class NGHTTP2StreamEngine: ChannelDuplexHandler, HTTP2StreamEngine {
         guard let index = streams.index(forKey: streamID), !streams.values[index].firstBlockComplete else { return }
         // Trailers never carry :status; only the first block with one sets it, as with the NIO engine.
         if streams.values[index].status == nil, name.elementsEqual(":status".utf8) {
-            streams.values[index].status = Int(String(decoding: value, as: UTF8.self))
+            streams.values[index].status = Self.decimal(value)
+            return
         }
-        // With HTTP messaging checks off, nghttp2 hands over any bytes as a name; `HPACKHeaders` traps on a name
-        // that is not ASCII. No provider's rules read such a field, so it is left out.
-        guard !name.contains(where: { $0 >= 0x80 }) else { return }
-        streams.values[index].headers.add(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
+        // Only the fields the provider's rules read become strings. HTTP/2 names are lowercase, but with HTTP
+        // messaging checks off nghttp2 hands over any bytes: a name is matched in any case, and kept lowercase.
+        guard let kept = keptResponseHeaderNames.first(where: { Self.equalIgnoringASCIICase(name, $0.bytes) }) else { return }
+        streams.values[index].headers.add(name: kept.name, value: String(decoding: value, as: UTF8.self))
+    }
+
+    /// A status code's digits, or nil for anything else.
+    private static func decimal(_ digits: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard !digits.isEmpty, digits.count <= 9 else { return nil }
+        var number = 0
+        for digit in digits {
+            guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { return nil }
+            number = number * 10 + Int(digit - UInt8(ascii: "0"))
+        }
+        return number
+    }
+
+    private static func equalIgnoringASCIICase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: [UInt8]) -> Bool {
+        guard bytes.count == lowercase.count else { return false }
+        for (byte, expected) in zip(bytes, lowercase) where byte != expected {
+            guard byte >= UInt8(ascii: "A"), byte <= UInt8(ascii: "Z"), byte + 32 == expected else { return false }
+        }
+        return true
     }
 
     func dataReceived(streamID: Int32, bytes: UnsafeBufferPointer<UInt8>) {

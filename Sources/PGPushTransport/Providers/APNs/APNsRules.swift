@@ -49,6 +49,8 @@ public struct APNsRules: HTTP2ProviderRules {
             channelID: channelID, body: keepsBody ? body : [])
     }
 
+    public var responseHeaderNames: [String] { ["apns-id", "retry-after", "apns-channel-id"] }
+
     public func goAwayReason(debugData: String) -> String? {
         debugData.isEmpty ? nil : APNsResponseBody.parse(Array(debugData.utf8)).reason
     }

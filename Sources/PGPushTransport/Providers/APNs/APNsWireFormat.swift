@@ -22,32 +22,6 @@ struct APNsResponseBody: Sendable, Hashable {
     }
 }
 
-/// Builds the HPACK header block of one APNs request.
-enum APNsRequestHeaders {
-    static func make(for request: APNsRequest, authority: String, authorization: String?) -> HPACKHeaders {
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(12)
-        headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
-        // Values unique to one request are never indexed: inserting them would churn the HPACK table on both
-        // ends and evict the long-lived entries (the JWT above all) that make every other header one byte.
-        headers.add(name: ":path", value: "/3/device/\(request.deviceToken)", indexing: .nonIndexable)
-        headers.add(name: ":authority", value: authority)
-        if let authorization {
-            // Indexable on purpose: the JWT is the same for ~50 minutes, so HPACK sends it once per connection.
-            headers.add(name: "authorization", value: authorization)
-        }
-        headers.add(name: "apns-topic", value: request.topic)
-        headers.add(name: "apns-push-type", value: request.pushType.rawValue)
-        if let priority = request.priority { headers.add(name: "apns-priority", value: String(priority.rawValue)) }
-        if let expiration = request.expiration { headers.add(name: "apns-expiration", value: String(expiration)) }
-        if let collapseID = request.collapseID { headers.add(name: "apns-collapse-id", value: collapseID) }
-        headers.add(name: "apns-id", value: request.apnsID.apnsIDString, indexing: .nonIndexable)
-        headers.add(name: "content-length", value: String(request.payload.count))
-        return headers
-    }
-}
-
 /// Response reasons after which APNs expects a fresh connection.
 enum APNsConnectionBoundReasons {
     static let retireConnection: Set<String> = ["UnrelatedKeyIdInToken", "Shutdown", "IdleTimeout"]

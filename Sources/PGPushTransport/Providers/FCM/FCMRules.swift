@@ -32,6 +32,8 @@ public struct FCMRules: HTTP2ProviderRules {
         return ProviderResponse(status: status, retryAfter: retryAfter, body: keepsBody ? body : [])
     }
 
+    public var responseHeaderNames: [String] { ["retry-after"] }
+
     public func goAwayReason(debugData: String) -> String? { nil }
 
     public func retiresConnection(_ response: ProviderResponse) -> Bool { false }
