@@ -29,14 +29,15 @@ extension QueueStore {
             var report = CompletionReport()
             let keptRows = try await self.run("""
                 WITH kept AS (
-                    DELETE FROM push.chunks WHERE id = ANY (\(batch.chunkIDs)) AND locked_by = \(self.leaseOwner) RETURNING id, platform
+                    DELETE FROM push.chunks WHERE id = ANY (\(batch.chunkIDs)) AND locked_by = \(self.leaseOwner)
+                    RETURNING id, job_id, app_id, platform
                 ), recorded AS (
                     INSERT INTO push.deliveries (job_id, app_id, token, status, reason, apns_id, attempt, sent_at, platform)
-                    SELECT o.job_id, o.app_id, o.token, o.status, nullif(o.reason, ''), o.apns_id, o.attempt, o.sent_at, kept.platform
-                      FROM unnest(\(batch.outcomeChunk)::int8[], \(batch.outcomeJob)::int8[], \(batch.outcomeApp)::text[],
-                                  \(batch.outcomeToken)::text[], \(batch.outcomeStatus)::int2[], \(batch.outcomeReason)::text[],
-                                  \(batch.outcomeDeliveryID)::uuid[], \(batch.outcomeAttempt)::int2[], \(batch.outcomeSentAt)::timestamptz[])
-                           AS o(chunk_id, job_id, app_id, token, status, reason, apns_id, attempt, sent_at)
+                    SELECT kept.job_id, kept.app_id, o.token, o.status, nullif(o.reason, ''), o.apns_id, o.attempt, o.sent_at, kept.platform
+                      FROM unnest(\(batch.outcomeChunk)::int8[], \(batch.outcomeToken)::text[], \(batch.outcomeStatus)::int2[],
+                                  \(batch.outcomeReason)::text[], \(batch.outcomeDeliveryID)::uuid[], \(batch.outcomeAttempt)::int2[],
+                                  \(batch.outcomeSentAt)::timestamptz[])
+                           AS o(chunk_id, token, status, reason, apns_id, attempt, sent_at)
                       JOIN kept ON kept.id = o.chunk_id
                 )
                 SELECT id FROM kept
@@ -184,34 +185,31 @@ enum JobFinalState {
     }
 }
 
-/// A batch's outcomes as the parallel arrays `unnest` takes.
+/// A batch's outcomes as the parallel arrays `unnest` takes, each encoded from the completions where they are
+/// (``ArrayColumn``). A row's job and app are its chunk's, read back from the chunk row the write deletes.
 private struct CompletionBatch {
-    var chunkIDs: [Int64] = []
-    var outcomeChunk: [Int64] = []
-    var outcomeJob: [Int64] = []
-    var outcomeApp: [String] = []
-    var outcomeToken: [String] = []
-    var outcomeStatus: [Int16] = []
-    var outcomeReason: [String] = []
-    var outcomeDeliveryID: [UUID] = []
-    var outcomeAttempt: [Int16] = []
-    var outcomeSentAt: [Date] = []
+    let completions: [ChunkCompletion]
+    let chunkIDs: [Int64]
+    let outcomeCount: Int
 
     init(_ completions: [ChunkCompletion]) {
-        let count = completions.reduce(0) { $0 + $1.outcomes.count }
-        outcomeToken.reserveCapacity(count)
-        for completion in completions {
-            chunkIDs.append(completion.chunk.id)
-            for outcome in completion.outcomes {
-                outcomeChunk.append(completion.chunk.id)
-                outcomeJob.append(completion.chunk.jobID)
-                outcomeApp.append(completion.chunk.appID)
-                outcomeToken.append(outcome.token)
-                outcomeStatus.append(Int16(clamping: outcome.status))
-                outcomeReason.append(outcome.reason ?? "")
-                outcomeDeliveryID.append(outcome.deliveryID)
-                outcomeAttempt.append(Int16(clamping: outcome.attempt))
-                outcomeSentAt.append(outcome.sentAt)
+        self.completions = completions
+        chunkIDs = completions.map(\.chunk.id)
+        outcomeCount = completions.reduce(0) { $0 + $1.outcomes.count }
+    }
+
+    var outcomeChunk: ArrayColumn<Int64> { column { completion, _ in completion.chunk.id } }
+    var outcomeToken: ArrayColumn<String> { column { _, outcome in outcome.token } }
+    var outcomeStatus: ArrayColumn<Int16> { column { _, outcome in Int16(clamping: outcome.status) } }
+    var outcomeReason: ArrayColumn<String> { column { _, outcome in outcome.reason ?? "" } }
+    var outcomeDeliveryID: ArrayColumn<UUID> { column { _, outcome in outcome.deliveryID } }
+    var outcomeAttempt: ArrayColumn<Int16> { column { _, outcome in Int16(clamping: outcome.attempt) } }
+    var outcomeSentAt: ArrayColumn<Date> { column { _, outcome in outcome.sentAt } }
+
+    private func column<Element>(_ value: @escaping (ChunkCompletion, FinalOutcome) -> Element) -> ArrayColumn<Element> {
+        ArrayColumn(count: outcomeCount) { [completions] body in
+            for completion in completions {
+                for outcome in completion.outcomes { body(value(completion, outcome)) }
             }
         }
     }
