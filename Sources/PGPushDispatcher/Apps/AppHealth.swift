@@ -19,16 +19,20 @@ struct AppHealthState: Sendable {
     }
 
     /// Whether the whole app is paused.
-    func isPaused(_ app: String) -> Bool { paused.contains(.app(app)) }
+    func isPaused(_ app: String) -> Bool { !paused.isEmpty && paused.contains(.app(app)) }
 
     /// Whether the app's devices of `platform` wait: the app is paused, or, for web, its Web Push is.
     func isPaused(_ app: String, platform: DevicePlatform) -> Bool {
-        paused.contains(.app(app)) || (platform == .web && paused.contains(.webPush(app)))
+        // Asked twice per request: with nothing paused (the usual case) no key is built or hashed.
+        guard !paused.isEmpty else { return false }
+        return paused.contains(.app(app)) || (platform == .web && paused.contains(.webPush(app)))
     }
 
     mutating func recordSuccess(_ app: String, provider: String) {
+        // Called once per answer: with no error counted (the usual case) no key is built.
+        guard !errors.isEmpty else { return }
         let key = Self.key(app, provider)
-        if errors[key] != nil { errors[key] = 0 }
+        errors[key] = nil
     }
 
     /// A push service refusing an app's VAPID key says nothing of its APNs or FCM credentials: Web Push errors
