@@ -24,4 +24,15 @@ import Testing
         #expect(DeliveryID.make(jobID: 7, token: "abcdef") != DeliveryID.make(jobID: 8, token: "abcdef"))
         #expect(DeliveryID.make(jobID: 7, token: "abcdef") != DeliveryID.make(jobID: 7, token: "abcdee"))
     }
+
+    /// The id hashed in place equals the version-5 id of the name built as a string, for job ids of every length
+    /// and sign and tokens at the edges of the lowercase check (`@`, `[`, `Z`, `` ` ``, non-ASCII).
+    @Test(arguments: [Int64(0), 9, 10, 12_345, -1, Int64.max, Int64.min])
+    func hashingInPlaceEqualsTheNameAsAString(jobID: Int64) {
+        let tokens = ["", "a", "@[`{", "zZ", String(repeating: "0f", count: 32), "ÄbC", "web:https://push.example/x?y=Z"]
+        for token in tokens {
+            #expect(DeliveryID.make(jobID: jobID, token: token)
+                == DeliveryID.uuidV5(namespace: DeliveryID.namespace, name: "\(jobID):\(token.lowercased())"), "\(jobID) \(token)")
+        }
+    }
 }

@@ -14,13 +14,15 @@ import Testing
     }
 
     private func column<Element>(_ values: [Element]) -> ArrayColumn<Element> {
-        ArrayColumn(count: values.count) { body in values.forEach(body) }
+        var column = ArrayColumn<Element>(reservingBytes: 8)
+        for value in values { column.append(value) }
+        return column
     }
 
     @Test func everyElementTypeOfTheOutcomeWriteMatchesASwiftArray() {
         let ints: [Int64] = [1, -7, Int64.max]
         let shorts: [Int16] = [200, 0, 410]
-        let strings = ["", "a1b2c3", "BadDeviceToken", "ünïcode"]
+        let strings = ["", "a1b2c3", "BadDeviceToken", "ünïcode", String(repeating: "ab", count: 40)]
         let ids = [UUID(), UUID()]
         let dates = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_764_000_000.123456), Date()]
         #expect(bytes(column(ints)) == bytes(ints))
@@ -30,6 +32,7 @@ import Testing
         #expect(bytes(column(dates)) == bytes(dates))
         #expect(column(ints).psqlType == [Int64].psqlType)
         #expect(column(strings).psqlType == [String].psqlType)
+        #expect(column(strings).count == strings.count)
     }
 
     @Test func anEmptyColumnIsAnEmptyArray() {

@@ -185,31 +185,38 @@ enum JobFinalState {
     }
 }
 
-/// A batch's outcomes as the parallel arrays `unnest` takes, each encoded from the completions where they are
-/// (``ArrayColumn``). A row's job and app are its chunk's, read back from the chunk row the write deletes.
+/// A batch's outcomes as the parallel arrays `unnest` takes (``ArrayColumn``), encoded in one pass over the
+/// completions. A row's job and app are its chunk's, read back from the chunk row the write deletes.
 private struct CompletionBatch {
-    let completions: [ChunkCompletion]
-    let chunkIDs: [Int64]
-    let outcomeCount: Int
+    var chunkIDs: [Int64] = []
+    var outcomeChunk: ArrayColumn<Int64>
+    var outcomeToken: ArrayColumn<String>
+    var outcomeStatus: ArrayColumn<Int16>
+    var outcomeReason: ArrayColumn<String>
+    var outcomeDeliveryID: ArrayColumn<UUID>
+    var outcomeAttempt: ArrayColumn<Int16>
+    var outcomeSentAt: ArrayColumn<Date>
 
     init(_ completions: [ChunkCompletion]) {
-        self.completions = completions
-        chunkIDs = completions.map(\.chunk.id)
-        outcomeCount = completions.reduce(0) { $0 + $1.outcomes.count }
-    }
-
-    var outcomeChunk: ArrayColumn<Int64> { column { completion, _ in completion.chunk.id } }
-    var outcomeToken: ArrayColumn<String> { column { _, outcome in outcome.token } }
-    var outcomeStatus: ArrayColumn<Int16> { column { _, outcome in Int16(clamping: outcome.status) } }
-    var outcomeReason: ArrayColumn<String> { column { _, outcome in outcome.reason ?? "" } }
-    var outcomeDeliveryID: ArrayColumn<UUID> { column { _, outcome in outcome.deliveryID } }
-    var outcomeAttempt: ArrayColumn<Int16> { column { _, outcome in Int16(clamping: outcome.attempt) } }
-    var outcomeSentAt: ArrayColumn<Date> { column { _, outcome in outcome.sentAt } }
-
-    private func column<Element>(_ value: @escaping (ChunkCompletion, FinalOutcome) -> Element) -> ArrayColumn<Element> {
-        ArrayColumn(count: outcomeCount) { [completions] body in
-            for completion in completions {
-                for outcome in completion.outcomes { body(value(completion, outcome)) }
+        let count = completions.reduce(0) { $0 + $1.outcomes.count }
+        outcomeChunk = ArrayColumn(reservingBytes: count * 12)
+        outcomeToken = ArrayColumn(reservingBytes: count * 72)
+        outcomeStatus = ArrayColumn(reservingBytes: count * 6)
+        outcomeReason = ArrayColumn(reservingBytes: count * 4)
+        outcomeDeliveryID = ArrayColumn(reservingBytes: count * 20)
+        outcomeAttempt = ArrayColumn(reservingBytes: count * 6)
+        outcomeSentAt = ArrayColumn(reservingBytes: count * 12)
+        chunkIDs.reserveCapacity(completions.count)
+        for completion in completions {
+            chunkIDs.append(completion.chunk.id)
+            for outcome in completion.outcomes {
+                outcomeChunk.append(completion.chunk.id)
+                outcomeToken.append(outcome.token)
+                outcomeStatus.append(Int16(clamping: outcome.status))
+                outcomeReason.append(outcome.reason ?? "")
+                outcomeDeliveryID.append(outcome.deliveryID)
+                outcomeAttempt.append(Int16(clamping: outcome.attempt))
+                outcomeSentAt.append(outcome.sentAt)
             }
         }
     }
