@@ -75,15 +75,7 @@ final class WorkerProcess: @unchecked Sendable {
     /// what ``stop(timeout:)`` reports.
     @discardableResult
     func cpuSeconds() -> Double? {
-        guard process.isRunning, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let nameEnd = stat.lastIndex(of: ")")
-        else { return nil }
-        // After the command name (which may hold spaces) come the fields from 3 (state) on.
-        let fields = stat[stat.index(after: nameEnd)...].split(separator: " ")
-        let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]), ticksPerSecond > 0
-        else { return nil }
-        let seconds = (user + system) / ticksPerSecond
+        guard process.isRunning, let seconds = ProcessStat(pid: pid)?.cpuSeconds else { return nil }
         lastCPUSeconds = seconds
         return seconds
     }
