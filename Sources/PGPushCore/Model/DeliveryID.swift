@@ -39,22 +39,8 @@ public enum DeliveryID {
 
     /// Hashes `"<jobID>:"`, its digits written on the stack.
     private static func updateWithJobPrefix(_ hasher: inout Insecure.SHA1, _ jobID: Int64) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buffer in
-            var end = buffer.count
-            buffer[end - 1] = UInt8(ascii: ":")
-            end -= 1
-            var magnitude = jobID.magnitude
-            repeat {
-                buffer[end - 1] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-                end -= 1
-            } while magnitude > 0
-            if jobID < 0 {
-                buffer[end - 1] = UInt8(ascii: "-")
-                end -= 1
-            }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[end...])))
-        }
+        jobID.withDecimalASCII { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        withUnsafeBytes(of: UInt8(ascii: ":")) { hasher.update(bufferPointer: $0) }
     }
 
     /// RFC 4122 §4.3: SHA-1 over namespace bytes then name bytes, first 16 bytes, version 5, variant 10.

@@ -1,4 +1,5 @@
 import NIOHPACK
+import PGPushCore
 
 /// A request's header block as one byte buffer and the fields that index into it: what the nghttp2 engine
 /// hands to `nghttp2_submit_request` without copying, and what a request type can write without building a
@@ -43,11 +44,7 @@ public struct HTTP2HeaderBlock: Sendable, Hashable {
 
     /// Appends a field.
     public mutating func add(name: String, value: String, indexable: Bool = true) {
-        let start = bytes.count
-        bytes.append(contentsOf: name.utf8)
-        let nameCount = bytes.count - start
-        bytes.append(contentsOf: value.utf8)
-        fields.append(Field(start: Int32(start), nameCount: Int32(nameCount), valueCount: Int32(bytes.count - start - nameCount), indexable: indexable))
+        add(name: name, indexable: indexable) { $0.append(contentsOf: value.utf8) }
     }
 
     /// Appends a field whose value `writeValue` appends to the buffer it is given: a value built from parts
@@ -62,7 +59,7 @@ public struct HTTP2HeaderBlock: Sendable, Hashable {
 
     /// Appends a field whose value is `number` in decimal.
     public mutating func add(name: String, decimal number: Int64, indexable: Bool = true) {
-        add(name: name, indexable: indexable) { Self.appendDecimal(number, to: &$0) }
+        add(name: name, indexable: indexable) { bytes in number.withDecimalASCII { bytes.append(contentsOf: $0) } }
     }
 
     /// Appends every field of `other`, in order: a block of fields shared by many requests, written once.
@@ -103,24 +100,5 @@ public struct HTTP2HeaderBlock: Sendable, Hashable {
     /// Calls `body` with the block's bytes and fields, valid during the call only.
     func withFields<Result>(_ body: (UnsafeBufferPointer<UInt8>, [Field]) -> Result) -> Result {
         bytes.withUnsafeBufferPointer { body($0, fields) }
-    }
-
-    static func appendDecimal(_ number: Int64, to bytes: inout [UInt8]) {
-        guard number != 0 else {
-            bytes.append(UInt8(ascii: "0"))
-            return
-        }
-        if number < 0 { bytes.append(UInt8(ascii: "-")) }
-        var magnitude = number.magnitude
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        var count = 0
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            while magnitude > 0 {
-                buffer[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-                count += 1
-            }
-            for index in stride(from: count - 1, through: 0, by: -1) { bytes.append(buffer[index]) }
-        }
     }
 }

@@ -20,14 +20,17 @@ struct NGHTTP2HeaderPairs {
         }
         pairs.removeAll(keepingCapacity: true)
         return block.withFields { bytes, fields in
-            let base = UnsafeMutablePointer(mutating: bytes.baseAddress!)
-            for field in fields {
-                let flags = field.indexable ? NGHTTP2_NV_FLAG_NONE : NGHTTP2_NV_FLAG_NO_INDEX
-                pairs.append(nghttp2_nv(
-                    name: base + Int(field.start), value: base + field.valueStart,
-                    namelen: Int(field.nameCount), valuelen: Int(field.valueCount), flags: UInt8(flags.rawValue)))
+            // Fields whose names and values are all empty have no bytes, and still need a valid address.
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) { spare in
+                let base = bytes.baseAddress.map { UnsafeMutablePointer(mutating: $0) } ?? spare.baseAddress!
+                for field in fields {
+                    let flags = field.indexable ? NGHTTP2_NV_FLAG_NONE : NGHTTP2_NV_FLAG_NO_INDEX
+                    pairs.append(nghttp2_nv(
+                        name: base + Int(field.start), value: base + field.valueStart,
+                        namelen: Int(field.nameCount), valuelen: Int(field.valueCount), flags: UInt8(flags.rawValue)))
+                }
+                return pairs.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
             }
-            return pairs.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
         }
     }
 }
